@@ -1,0 +1,28 @@
+// strata::Error: the one error type of the engine. It carries what failed and
+// how to fix it, so that rank 0 can print one actionable message and exit non-zero.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace strata {
+
+class Error : public std::runtime_error {
+ public:
+  Error(std::string what_failed, std::string how_to_fix = {})
+      : std::runtime_error(compose(what_failed, how_to_fix)),
+        what_failed_(std::move(what_failed)),
+        how_to_fix_(std::move(how_to_fix)) {}
+
+  const std::string& what_failed() const { return what_failed_; }
+  const std::string& how_to_fix() const { return how_to_fix_; }
+
+ private:
+  static std::string compose(const std::string& what, const std::string& fix) {
+    return fix.empty() ? what : what + "\n  fix: " + fix;
+  }
+  std::string what_failed_;
+  std::string how_to_fix_;
+};
+
+}  // namespace strata

@@ -1,0 +1,36 @@
+// Batch: what a producer hands a trainer for one step. Dense features are already
+// transformed; categorical features are hashed keys, de-duplicated per table.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace strata::data {
+
+// The keys of one table for every sample of a batch, as CSR bags.
+struct SparseBags {
+  std::vector<int32_t> offsets;      // (B + 1) bag b holds keys [offsets[b], offsets[b+1])
+  std::vector<uint64_t> keys;        // (nnz) hashed keys in bag order; cleared by deduplicate()
+  std::vector<uint64_t> unique_keys; // (U) sorted ascending, filled by deduplicate()
+  std::vector<int32_t> index;        // (nnz) position of each key in unique_keys
+};
+
+struct Batch {
+  int64_t first_sample = 0;          // global index of the first sample (synthetic) or -1
+  int32_t size = 0;                  // B, samples in this batch
+  int32_t num_dense = 0;
+  std::vector<float> labels;         // (B) 0 or 1
+  std::vector<float> dense;          // (B, num_dense) log(1 + max(x, 0))
+  std::vector<SparseBags> tables;    // (num_tables)
+
+  void reset(int32_t num_dense_features, int32_t num_tables);
+};
+
+// Sorts and de-duplicates every table's keys: fills unique_keys and index, clears keys.
+void deduplicate(Batch& batch);
+
+// Wire format between producer and trainer (only the de-duplicated form travels).
+std::vector<char> serialize(const Batch& batch);
+Batch deserialize(const char* bytes, size_t size);
+
+}  // namespace strata::data

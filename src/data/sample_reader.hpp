@@ -1,0 +1,44 @@
+// SampleReader: a producer's view of its shard of the input. Readers parse,
+// transform and hash; malformed lines are counted, reported with file and line,
+// and skipped (or fatal with data.strict).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "config/options.hpp"
+#include "data/batch.hpp"
+
+namespace strata::data {
+
+struct ParseStats {
+  int64_t lines = 0;       // lines read (including malformed ones)
+  int64_t samples = 0;     // samples delivered
+  int64_t malformed = 0;   // lines skipped as malformed
+};
+
+// Where a reader stands, enough to resume it exactly (checkpoints).
+struct ReaderPosition {
+  int64_t byte_offset = 0;  // next byte to read in the file (files) or next sample index (synthetic)
+  int64_t line = 0;         // 1-based number of the last line consumed
+};
+
+class SampleReader {
+ public:
+  virtual ~SampleReader() = default;
+  // Appends up to max_samples samples to `batch` (already reset); returns how many.
+  // 0 means the shard is exhausted (call rewind() for the next epoch).
+  virtual int32_t read(int32_t max_samples, Batch& batch) = 0;
+  virtual void rewind() = 0;
+  virtual ReaderPosition position() const = 0;
+  virtual void seek(const ReaderPosition& position) = 0;
+  virtual const ParseStats& stats() const = 0;
+};
+
+// Opens shard `shard` of `num_shards` of a text file (criteo or csv source).
+// Shards are byte ranges aligned to line starts; together they cover every line once.
+std::unique_ptr<SampleReader> open_text_reader(const DataOptions& options, const std::string& path,
+                                               int shard, int num_shards);
+
+}  // namespace strata::data

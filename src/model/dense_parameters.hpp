@@ -1,0 +1,42 @@
+// DenseParameters: every replicated dense weight of a model in one flat buffer,
+// with its gradient beside it, so that one all-reduce and one optimizer pass cover
+// the whole network and the digest reads the layers in a fixed order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata::model {
+
+struct ParameterSlice {
+  std::string name;            // e.g. "bottom.0.weight"
+  size_t offset = 0;           // into values / grads
+  std::vector<int64_t> shape;  // e.g. {out, in}
+  size_t size() const;
+};
+
+class DenseParameters {
+ public:
+  // Reserves a named slice; returns its offset. Call before finalize().
+  size_t add(const std::string& name, std::vector<int64_t> shape);
+  void finalize();  // allocates values and grads (zeroed)
+
+  float* values(size_t offset) { return values_.data() + offset; }
+  float* grads(size_t offset) { return grads_.data() + offset; }
+  std::vector<float>& values() { return values_; }
+  std::vector<float>& grads() { return grads_; }
+  const std::vector<float>& values() const { return values_; }
+  const std::vector<float>& grads() const { return grads_; }
+  const std::vector<ParameterSlice>& slices() const { return slices_; }
+  size_t size() const { return values_.size(); }
+  void zero_grads();
+
+ private:
+  std::vector<ParameterSlice> slices_;
+  std::vector<float> values_;
+  std::vector<float> grads_;
+  size_t total_ = 0;
+};
+
+}  // namespace strata::model
