@@ -1,2 +1,149 @@
+// strata's command line: `strata train|device|deck ...`. Errors in the deck or
+// the command line are found identically on every rank, so rank 0 prints them
+// once and every rank exits cleanly; an error during the run on one rank
+// aborts the job, since its peers would wait for it forever.
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
 #include <cstdio>
-int main() { std::puts("strata"); return 0; }
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "config/deck.hpp"
+#include "runtime/role_layout.hpp"
+#include "runtime/train_job.hpp"
+#include "strata/config.hpp"
+#if STRATA_HAVE_CUDA
+#include "backend/cuda/device_query.hpp"
+#endif
+
+namespace {
+
+constexpr int kExitUsage = 2;   // bad command line, deck or input file
+constexpr int kExitNoDevice = 77;
+
+const char* kUsage =
+    "usage: strata <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  train --config DECK [--section.key=value ...]   train a model (run under mpirun)\n"
+    "  deck  --config DECK [--section.key=value ...]   print the resolved deck as INI\n"
+    "  device                                          list CUDA devices (exit 77 when none)\n"
+    "\n"
+    "'strata train --help' lists every deck key with its default.\n";
+
+int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+bool wants_help(const std::vector<std::string>& args) {
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
+}
+
+void print_error(const std::string& message) { std::fprintf(stderr, "strata: error: %s\n", message.c_str()); }
+
+// Text inputs are checked on every rank before roles split, so a typo in a
+// path is a clean error rather than an abort from the one producer that opens it.
+void check_input_files(const strata::RunOptions& options) {
+  if (options.data.source == "synthetic") return;
+  for (const auto& [key, path] : {std::pair{"data.train", options.data.train}, std::pair{"data.eval", options.data.eval}}) {
+    if (path.empty()) continue;
+    if (!std::filesystem::exists(path)) {
+      throw strata::Error(std::string(key) + ": file '" + path + "' does not exist", "check the path in the deck");
+    }
+    if (!std::filesystem::is_regular_file(path)) {
+      throw strata::Error(std::string(key) + ": '" + path + "' is not a regular file", "point it at a data file");
+    }
+  }
+}
+
+int command_device() {
+#if STRATA_HAVE_CUDA
+  auto query = strata::cuda::query_devices();
+  if (!query.error.empty()) {
+    std::fprintf(stderr, "strata: %s\n", query.error.c_str());
+    return kExitNoDevice;
+  }
+  for (const auto& d : query.devices) {
+    std::printf("cuda:%d %s, %.1f GiB, sm_%d, %d SMs\n", d.index, d.name.c_str(), d.memory_bytes / 1073741824.0,
+                d.compute_capability, d.multiprocessors);
+  }
+  std::printf("nccl %d\n", query.nccl_version);
+  return query.devices.empty() ? kExitNoDevice : 0;
+#else
+  std::fprintf(stderr, "strata: built without CUDA (STRATA_ENABLE_CUDA=OFF or no nvcc)\n");
+  return kExitNoDevice;
+#endif
+}
+
+int dispatch(const std::vector<std::string>& words) {
+  if (words.empty() || words[0] == "--help" || words[0] == "-h" || words[0] == "help") {
+    if (world_rank() == 0) std::printf("%s\n%s", kUsage, strata::deck_help().c_str());
+    return words.empty() ? kExitUsage : 0;
+  }
+  if (words[0] == "--version" || words[0] == "version") {
+    if (world_rank() == 0) std::printf("strata %s\n", STRATA_VERSION);
+    return 0;
+  }
+  const std::string command = words[0];
+  const std::vector<std::string> args(words.begin() + 1, words.end());
+  if (command == "device") return command_device();
+  if (command == "train" || command == "deck") {
+    if (wants_help(args)) {
+      if (world_rank() == 0) std::printf("usage: strata %s --config DECK [--section.key=value ...]\n\n%s",
+                                         command.c_str(), strata::deck_help().c_str());
+      return 0;
+    }
+    strata::RunOptions options;
+    try {
+      options = strata::parse_run_options(args);
+      check_input_files(options);
+    } catch (const strata::Error& e) {
+      if (world_rank() == 0) print_error(e.what());
+      return kExitUsage;
+    }
+    if (command == "deck") {
+      if (world_rank() == 0) std::printf("%s", strata::to_ini(options).c_str());
+      return 0;
+    }
+    try {
+      int world_size = 0;
+      MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+      strata::runtime::RoleLayout(options.layout).check_world_size(world_size);
+    } catch (const strata::Error& e) {
+      if (world_rank() == 0) print_error(e.what());
+      return kExitUsage;
+    }
+    return strata::runtime::run_train_job(options, MPI_COMM_WORLD);
+  }
+  if (world_rank() == 0) print_error("unknown command '" + command + "'\n\n" + kUsage);
+  return kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  Kokkos::InitArguments kokkos_args;
+  kokkos_args.disable_warnings = true;
+  Kokkos::initialize(kokkos_args);
+  int code = 0;
+  try {
+    code = dispatch(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata: error on rank %d: %s\n", world_rank(), e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  Kokkos::finalize();
+  MPI_Finalize();
+  return code;
+}

@@ -65,8 +65,13 @@ struct TrainOptions {
 };
 
 struct StoreOptions {
-  std::string mode = "ps";   // ps (Scheme A: every row from the servers) | tiered (Scheme B)
-  int prefetch_depth = 2;    // batches a producer keeps ready ahead of its trainers (>= 1)
+  std::string mode = "ps";      // ps (Scheme A: every row from the servers) | tiered (Scheme B)
+  int prefetch_depth = 2;       // batches a producer keeps ready ahead of its trainers (>= 1)
+  double l1_mb = 64;            // per-trainer L1 (device) budget, MiB (tiered)
+  double l2_mb = 256;           // per-producer L2 (host) budget, MiB (tiered); 0 = no L2
+  std::string policy = "lookahead";  // lru | lfu | lfu_decay | lookahead
+  double decay = 0.99;          // per-step decay of lfu_decay's frequencies
+  int horizon = 4;              // rounds of look-ahead beyond the prefetch window (lookahead policy)
 };
 
 struct OutputOptions {

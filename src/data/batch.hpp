@@ -2,6 +2,7 @@
 // transformed; categorical features are hashed keys, de-duplicated per table.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

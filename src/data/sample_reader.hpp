@@ -38,7 +38,15 @@ class SampleReader {
 
 // Opens shard `shard` of `num_shards` of a text file (criteo or csv source).
 // Shards are byte ranges aligned to line starts; together they cover every line once.
+// Throws strata::Error at open for a missing, unreadable or empty file (an empty
+// shard of a non-empty file is fine: its reader returns 0 at once). ParseStats
+// accumulate over rewinds.
 std::unique_ptr<SampleReader> open_text_reader(const DataOptions& options, const std::string& path,
                                                int shard, int num_shards);
+
+// Shapes of what a text source delivers: criteo 13 / 26; csv from data.csv_columns
+// (dense:N summed, cat:N and multi:N:SEP summed); synthetic: data.num_dense / num_tables.
+int text_num_dense(const DataOptions& options);
+int text_num_tables(const DataOptions& options);
 
 }  // namespace strata::data

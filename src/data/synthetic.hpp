@@ -10,6 +10,7 @@
 
 #include "config/options.hpp"
 #include "data/batch.hpp"
+#include "data/sample_reader.hpp"
 
 namespace strata::data {
 
@@ -36,5 +37,11 @@ class SyntheticDataset {
   struct Impl;
   std::shared_ptr<const Impl> impl_;
 };
+
+// A SampleReader over shard `shard` of `num_shards` of a stream: the contiguous
+// samples [s * N / n, (s + 1) * N / n). Its position's byte_offset is the next
+// sample index and line the number of samples consumed in the shard.
+std::unique_ptr<SampleReader> open_synthetic_reader(const SyntheticDataset& dataset, Stream stream,
+                                                    int shard, int num_shards);
 
 }  // namespace strata::data

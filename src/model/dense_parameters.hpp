@@ -29,6 +29,8 @@ class DenseParameters {
   const std::vector<float>& values() const { return values_; }
   const std::vector<float>& grads() const { return grads_; }
   const std::vector<ParameterSlice>& slices() const { return slices_; }
+  // The slice of that name; strata::Error when there is none.
+  const ParameterSlice& slice(const std::string& name) const;
   size_t size() const { return values_.size(); }
   void zero_grads();
 

@@ -11,11 +11,30 @@
 #include "config/options.hpp"
 #include "data/batch.hpp"
 #include "model/dense_parameters.hpp"
+#include "model/embedding_bag_pooling.hpp"
 
 namespace strata::model {
 
+// The layer widths a ModelOptions describes, checked.
+struct DlrmShape {
+  int num_dense = 0;
+  int num_tables = 0;
+  int dim = 0;                         // embedding_dim
+  std::vector<int> bottom;             // bottom MLP output widths; the last is dim
+  std::vector<int> top;                // top MLP output widths; the last is 1
+  PoolingMode pooling = PoolingMode::kSum;
+  int interaction_width() const;       // dim + (T + 1) T / 2, the top MLP's input
+};
+
+// Parses and checks the options: strata::Error naming model.embedding_dim,
+// model.bottom_mlp (bad list, or last width != embedding_dim), model.top_mlp or
+// model.pooling.
+DlrmShape dlrm_shape(const ModelOptions& options, int num_dense, int num_tables);
+
 class Dlrm {
  public:
+  // Weights are initialised as a pure function of (seed, index in the flat buffer):
+  // Glorot-uniform weights, zero biases. Not thread-safe: one model per thread.
   Dlrm(const ModelOptions& options, int num_dense, int num_tables, uint64_t seed);
   ~Dlrm();
   Dlrm(const Dlrm&) = delete;
@@ -25,16 +44,19 @@ class Dlrm {
   const DenseParameters& parameters() const;
   int embedding_dim() const;
   int num_tables() const;
+  const DlrmShape& shape() const;
 
   // One forward + backward pass.
   //   rows[t]      (U_t, dim) values of batch.tables[t].unique_keys
-  //   row_grads[t] (U_t, dim) written: d(loss_scale * sum of sample losses)/d row
+  //   row_grads[t] (U_t, dim) written: d(loss_scale * sum of sample losses)/d row,
+  //                summed over the row's occurrences in sample order (b ascending, then
+  //                position in the bag) so that every store mode adds the same numbers
   // Dense gradients are written (not accumulated) into parameters().grads(),
   // scaled the same way. Returns the sum of the sample losses (unscaled).
   double forward_backward(const data::Batch& batch, const std::vector<const float*>& rows,
                           const std::vector<float*>& row_grads, float loss_scale);
 
-  // Click probabilities of a batch: probs (B).
+  // Click probabilities of a batch: probs (B). Gradients are left untouched.
   void predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs);
 
  private:

@@ -1,0 +1,8 @@
+# Sourced by the job scripts: how to call mpirun on this machine.
+# Root needs --allow-run-as-root; more ranks than cores need --oversubscribe.
+# One BLAS thread per rank: ranks already share the cores.
+STRATA_BUILD_DIR=${STRATA_BUILD_DIR:-build}
+STRATA_BIN=${STRATA_BIN:-$STRATA_BUILD_DIR/bin/strata}
+MPIRUN_FLAGS=(--oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS=1)
+if [[ $(id -u) -eq 0 ]]; then MPIRUN_FLAGS+=(--allow-run-as-root); fi
+export OPENBLAS_NUM_THREADS=1

@@ -1,0 +1,58 @@
+// Point-to-point messaging for the engine's roles: byte-buffer sends and receives,
+// and waits that sleep between polls. Ranks are oversubscribed on small machines
+// (producers and servers share cores with trainers), so a waiting rank must give
+// its core away rather than spin inside MPI.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace strata::comm {
+
+// Message tags between roles.
+enum Tag : int {
+  kTagBatch = 100,      // producer -> trainer: a serialized batch or a control marker
+  kTagProducerCtl = 101,  // trainer -> producer: epoch done / stop
+  kTagWriteBack = 102,    // trainer -> producer: dirty rows leaving L1 (tiered)
+  kTagFlushDone = 103,    // producer -> trainer: L2 written down to the servers (tiered)
+  kTagProducerRequest = 202,  // producer -> server: fetch / write back rows (tiered)
+  kTagProducerReply = 203,    // server -> producer
+  kTagServerRequest = 200,  // trainer -> server: pull / push / collect / stop
+  kTagServerReply = 201,    // server -> trainer: rows
+};
+
+// Polls cheaply first (a reply is often microseconds away), then backs off to
+// sleeps of up to 200 us so an idle rank costs almost no CPU.
+class Backoff {
+ public:
+  void pause();
+  void reset() { polls_ = 0, sleep_us_ = 5; }
+
+ private:
+  int polls_ = 0;
+  int sleep_us_ = 5;
+};
+
+// Throws strata::Error with the MPI error string when rc != MPI_SUCCESS.
+void check_mpi(int rc, const char* call);
+
+// Waits for `request` to complete, sleeping between tests. Returns seconds waited.
+double wait_politely(MPI_Request& request, MPI_Status* status = MPI_STATUS_IGNORE);
+// Waits for every request in `requests`; clears it.
+void wait_all_politely(std::vector<MPI_Request>& requests);
+
+// Receives one message (any size) from `source` with `tag` into `buffer`, sleeping
+// while none has arrived. Returns the source rank. Sets *waited_s if given.
+int receive_bytes(MPI_Comm comm, int source, int tag, std::vector<char>& buffer,
+                  double* waited_s = nullptr);
+
+// Blocking probe without spinning: returns true and fills message/size when one arrives.
+bool probe_politely(MPI_Comm comm, int source, int tag, MPI_Message& message, MPI_Status& status,
+                    bool block);
+
+// Starts sending `buffer` (which must stay alive until the request completes).
+MPI_Request send_bytes(MPI_Comm comm, int dest, int tag, const std::vector<char>& buffer);
+
+}  // namespace strata::comm

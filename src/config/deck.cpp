@@ -1,0 +1,272 @@
+// Deck parsing with Boost.Program_options. One table (visit_options) binds every
+// key to its field, so the parser, --help and to_ini can never disagree.
+#include "config/deck.hpp"
+
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace po = boost::program_options;
+
+namespace strata {
+namespace {
+
+// Calls v(key, field, help) for every deck key, in the order --help lists them.
+template <class Visitor>
+void visit_options(RunOptions& o, Visitor&& v) {
+  v("layout.producers", o.layout.producers, "CPU ranks that read, parse, hash, de-duplicate and prefetch");
+  v("layout.trainers", o.layout.trainers, "ranks that run the dense network (one per GPU or core)");
+  v("layout.servers", o.layout.servers, "parameter-server ranks holding the sparse tables");
+
+  v("data.source", o.data.source, "criteo | csv | synthetic");
+  v("data.train", o.data.train, "training file (criteo, csv)");
+  v("data.eval", o.data.eval, "held-out file (criteo, csv)");
+  v("data.strict", o.data.strict, "make the first malformed line fatal instead of skipping it");
+  v("data.max_errors_reported", o.data.max_errors_reported, "malformed lines logged one by one");
+  v("data.csv_delimiter", o.data.csv_delimiter, "csv field separator (\\t or tab for TSV)");
+  v("data.csv_columns", o.data.csv_columns, "csv columns, e.g. label,dense:13,cat:26,multi:2:|");
+  v("data.csv_header", o.data.csv_header, "skip the first line of each csv file");
+  v("data.synthetic_train_samples", o.data.synthetic_train_samples, "synthetic training samples");
+  v("data.synthetic_eval_samples", o.data.synthetic_eval_samples, "synthetic held-out samples");
+  v("data.num_dense", o.data.num_dense, "synthetic dense features per sample");
+  v("data.num_tables", o.data.num_tables, "synthetic categorical features (tables)");
+  v("data.vocab_sizes", o.data.vocab_sizes, "synthetic vocabulary: one size or a list per table");
+  v("data.hotness", o.data.hotness, "synthetic keys per bag: one value or a list per table");
+  v("data.zipf_exponent", o.data.zipf_exponent, "synthetic key skew (0 = uniform)");
+  v("data.teacher_scale", o.data.teacher_scale, "strength of the synthetic teacher's logit");
+  v("data.data_seed", o.data.data_seed, "seed of the synthetic data and its teacher");
+
+  v("model.embedding_dim", o.model.embedding_dim, "width of every embedding row");
+  v("model.bottom_mlp", o.model.bottom_mlp, "bottom MLP widths; the last equals embedding_dim");
+  v("model.top_mlp", o.model.top_mlp, "top MLP hidden widths (a width-1 output is added)");
+  v("model.pooling", o.model.pooling, "sum | mean over the keys of a bag");
+  v("model.row_init_scale", o.model.row_init_scale, "new rows are uniform in [-scale, scale]");
+
+  v("optim.dense", o.optim.dense, "adam | adagrad | sgd for the dense weights");
+  v("optim.dense_lr", o.optim.dense_lr, "dense learning rate");
+  v("optim.sparse", o.optim.sparse, "adagrad | sgd for embedding rows");
+  v("optim.sparse_lr", o.optim.sparse_lr, "sparse learning rate");
+  v("optim.adagrad_init", o.optim.adagrad_init, "initial Adagrad accumulator");
+  v("optim.eps", o.optim.eps, "Adam/Adagrad epsilon");
+  v("optim.beta1", o.optim.beta1, "Adam first-moment decay");
+  v("optim.beta2", o.optim.beta2, "Adam second-moment decay");
+
+  v("train.batch_size", o.train.batch_size, "samples per trainer per step");
+  v("train.epochs", o.train.epochs, "passes over the training data when steps = 0");
+  v("train.steps", o.train.steps, "total steps (0 = run by epochs)");
+  v("train.seed", o.train.seed, "seed of initial weights and rows");
+  v("train.eval_batch_size", o.train.eval_batch_size, "samples per trainer per evaluation step");
+  v("train.eval", o.train.eval, "evaluate on the held-out data at the end");
+
+  v("store.mode", o.store.mode, "ps (Scheme A, remote parameter servers) | tiered (Scheme B, L1/L2/L3)");
+  v("store.prefetch_depth", o.store.prefetch_depth, "batches a producer keeps ready ahead (>= 1)");
+  v("store.l1_mb", o.store.l1_mb, "per-trainer L1 (device) budget in MiB (tiered)");
+  v("store.l2_mb", o.store.l2_mb, "per-producer L2 (host) budget in MiB (tiered); 0 = none");
+  v("store.policy", o.store.policy, "lru | lfu | lfu_decay | lookahead");
+  v("store.decay", o.store.decay, "per-step decay of lfu_decay's frequencies, in (0, 1)");
+  v("store.horizon", o.store.horizon, "rounds of look-ahead beyond the prefetch window");
+
+  v("output.dir", o.output.dir, "receives metrics.jsonl and summary.json");
+  v("output.metrics_every", o.output.metrics_every, "steps between metrics.jsonl lines");
+  v("output.progress_every", o.output.progress_every, "steps between progress lines");
+  v("output.log_level", o.output.log_level, "trace | debug | info | warn | error");
+}
+
+// Keys whose value must be one of a fixed set.
+const std::map<std::string, std::vector<std::string>>& choices() {
+  static const std::map<std::string, std::vector<std::string>> table = {
+      {"data.source", {"criteo", "csv", "synthetic"}},
+      {"model.pooling", {"sum", "mean"}},
+      {"optim.dense", {"adam", "adagrad", "sgd"}},
+      {"optim.sparse", {"adagrad", "sgd"}},
+      {"store.mode", {"ps", "tiered"}},
+      {"store.policy", {"lru", "lfu", "lfu_decay", "lookahead"}},
+      {"output.log_level", {"trace", "debug", "info", "warn", "error"}},
+  };
+  return table;
+}
+
+template <class T>
+std::string format_value(const T& value) {
+  std::ostringstream out;
+  if constexpr (std::is_same_v<T, bool>) {
+    out << (value ? "true" : "false");
+  } else {
+    out << value;
+  }
+  return out.str();
+}
+
+po::options_description make_description(RunOptions& options) {
+  po::options_description description("deck keys ([section] key = value in the deck, or --section.key=value)");
+  visit_options(options, [&](const char* key, auto& field, const char* help) {
+    using T = std::decay_t<decltype(field)>;
+    description.add_options()(key, po::value<T>(&field)->default_value(field, format_value(field)), help);
+  });
+  return description;
+}
+
+std::vector<std::string> all_keys() {
+  RunOptions scratch;
+  std::vector<std::string> keys;
+  visit_options(scratch, [&](const char* key, auto&, const char*) { keys.emplace_back(key); });
+  return keys;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string closest_key(const std::string& key) {
+  std::string best;
+  size_t best_distance = SIZE_MAX;
+  for (const auto& candidate : all_keys()) {
+    size_t d = edit_distance(key, candidate);
+    if (d < best_distance) best_distance = d, best = candidate;
+  }
+  return best_distance <= std::max<size_t>(3, key.size() / 3) ? best : std::string();
+}
+
+Error unknown_key_error(const std::string& key, const std::string& where) {
+  std::string suggestion = closest_key(key);
+  return Error("unknown key '" + key + "'" + where,
+               (suggestion.empty() ? std::string() : "did you mean '" + suggestion + "'? ") +
+                   "'strata train --help' lists every key");
+}
+
+}  // namespace
+
+RunOptions parse_run_options(const std::vector<std::string>& args) {
+  RunOptions options;
+  po::options_description description = make_description(options);
+  po::options_description command_line;
+  command_line.add_options()("config", po::value<std::string>(&options.config_path), "input deck (INI)");
+  command_line.add(description);
+
+  po::variables_map values;
+  try {
+    po::store(po::command_line_parser(args).options(command_line).run(), values);
+  } catch (const po::unknown_option& e) {
+    std::string key = e.get_option_name();
+    while (!key.empty() && key.front() == '-') key.erase(0, 1);
+    throw unknown_key_error(key, " on the command line");
+  } catch (const po::error& e) {
+    throw Error(std::string("bad command line: ") + e.what(),
+                "write overrides as --section.key=value; 'strata train --help' lists every key");
+  }
+
+  if (values.count("config")) {
+    const std::string path = values["config"].as<std::string>();
+    if (!std::filesystem::is_regular_file(path)) {
+      throw Error("input deck '" + path + "' " +
+                      (std::filesystem::exists(path) ? "is not a regular file" : "does not exist"),
+                  "pass an INI file, e.g. --config inputs/default.ini");
+    }
+    std::ifstream file(path);
+    if (!file) throw Error("cannot read input deck '" + path + "'", "check the file's permissions");
+    try {
+      po::store(po::parse_config_file(file, description, /*allow_unregistered=*/false), values);
+    } catch (const po::unknown_option& e) {
+      throw unknown_key_error(e.get_option_name(), " in deck " + path);
+    } catch (const po::error& e) {
+      throw Error("bad deck " + path + ": " + e.what(), "check the value's type against 'strata train --help'");
+    }
+  }
+  try {
+    po::notify(values);
+  } catch (const po::error& e) {
+    throw Error(std::string("bad option: ") + e.what(), "'strata train --help' lists every key and its type");
+  }
+  validate(options);
+  return options;
+}
+
+void validate(const RunOptions& options) {
+  RunOptions copy = options;
+  visit_options(copy, [&](const char* key, auto& field, const char*) {
+    using T = std::decay_t<decltype(field)>;
+    if constexpr (std::is_same_v<T, std::string>) {
+      auto it = choices().find(key);
+      if (it == choices().end()) return;
+      for (const auto& allowed : it->second) {
+        if (field == allowed) return;
+      }
+      std::string list;
+      for (const auto& allowed : it->second) list += (list.empty() ? "" : ", ") + allowed;
+      throw Error("bad value '" + field + "' for " + key, "allowed values: " + list);
+    }
+  });
+  auto require_positive = [](const char* key, int64_t value) {
+    if (value < 1) {
+      throw Error(std::string("bad value ") + std::to_string(value) + " for " + key, std::string(key) + " must be >= 1");
+    }
+  };
+  require_positive("layout.producers", options.layout.producers);
+  require_positive("layout.trainers", options.layout.trainers);
+  require_positive("layout.servers", options.layout.servers);
+  require_positive("train.batch_size", options.train.batch_size);
+  require_positive("train.eval_batch_size", options.train.eval_batch_size);
+  require_positive("store.prefetch_depth", options.store.prefetch_depth);
+  if (options.store.horizon < 0) throw Error("bad value for store.horizon", "store.horizon must be >= 0");
+  if (!(options.store.l1_mb > 0)) throw Error("bad value for store.l1_mb", "store.l1_mb must be > 0");
+  if (options.store.l2_mb < 0) throw Error("bad value for store.l2_mb", "store.l2_mb must be >= 0");
+  if (!(options.store.decay > 0 && options.store.decay < 1)) {
+    throw Error("bad value for store.decay", "store.decay must be in (0, 1), e.g. 0.99");
+  }
+  require_positive("model.embedding_dim", options.model.embedding_dim);
+  require_positive("output.metrics_every", options.output.metrics_every);
+  require_positive("output.progress_every", options.output.progress_every);
+  if (options.train.steps < 0) throw Error("bad value for train.steps", "train.steps must be >= 0 (0 = run by epochs)");
+  if (options.train.steps == 0 && options.train.epochs < 1) {
+    throw Error("train.steps = 0 and train.epochs < 1: nothing to train", "set train.epochs >= 1 or train.steps > 0");
+  }
+  if (options.data.source != "synthetic" && options.data.train.empty()) {
+    throw Error("data.source = " + options.data.source + " needs data.train", "set data.train = PATH in the deck");
+  }
+  if (options.data.source == "csv" && options.data.csv_columns.empty()) {
+    throw Error("data.source = csv needs data.csv_columns", "e.g. data.csv_columns = label,dense:13,cat:26");
+  }
+  parse_int_list(options.model.bottom_mlp, "model.bottom_mlp");
+  parse_int_list(options.model.top_mlp, "model.top_mlp");
+}
+
+std::string deck_help() {
+  RunOptions defaults;
+  std::ostringstream out;
+  out << make_description(defaults);
+  return out.str();
+}
+
+std::string to_ini(const RunOptions& options) {
+  RunOptions copy = options;
+  std::ostringstream out;
+  std::string section;
+  visit_options(copy, [&](const char* key, auto& field, const char*) {
+    std::string name(key);
+    size_t dot = name.find('.');
+    std::string this_section = name.substr(0, dot);
+    if (this_section != section) {
+      out << (section.empty() ? "" : "\n") << "[" << this_section << "]\n";
+      section = this_section;
+    }
+    out << name.substr(dot + 1) << " = " << format_value(field) << "\n";
+  });
+  return out.str();
+}
+
+}  // namespace strata

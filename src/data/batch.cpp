@@ -1,0 +1,223 @@
+// Batch bookkeeping: reset, per-table key de-duplication and the producer ->
+// trainer wire format (only the de-duplicated form travels).
+#include "data/batch.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "common/error.hpp"
+
+namespace strata::data {
+
+void Batch::reset(int32_t num_dense_features, int32_t num_tables) {
+  // Clears in place so that a batch reused step after step keeps its capacity.
+  first_sample = -1;
+  size = 0;
+  num_dense = num_dense_features;
+  labels.clear();
+  dense.clear();
+  tables.resize(static_cast<size_t>(num_tables));
+  for (SparseBags& bags : tables) {
+    bags.offsets.assign(1, 0);
+    bags.keys.clear();
+    bags.unique_keys.clear();
+    bags.index.clear();
+  }
+}
+
+namespace {
+
+void deduplicate_table(SparseBags& bags) {
+  const size_t nnz = bags.keys.size();
+  if (nnz == 0) {
+    // Either an empty table or one already de-duplicated: keep what is there.
+    if (bags.index.empty()) bags.unique_keys.clear();
+    return;
+  }
+  // One sort of (key, position) pairs yields both the unique keys and every key's
+  // index in a single pass, cheaper than sorting keys and then binary-searching
+  // each one at the batch sizes we see (256-4096 keys per table).
+  thread_local std::vector<std::pair<uint64_t, int32_t>> scratch;
+  scratch.resize(nnz);
+  for (size_t i = 0; i < nnz; ++i) scratch[i] = {bags.keys[i], static_cast<int32_t>(i)};
+  std::sort(scratch.begin(), scratch.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  bags.unique_keys.clear();
+  bags.index.resize(nnz);
+  int32_t u = -1;
+  uint64_t last = 0;
+  for (size_t i = 0; i < nnz; ++i) {
+    if (u < 0 || scratch[i].first != last) {
+      last = scratch[i].first;
+      bags.unique_keys.push_back(last);
+      ++u;
+    }
+    bags.index[static_cast<size_t>(scratch[i].second)] = u;
+  }
+  bags.keys.clear();
+}
+
+// ---- wire format --------------------------------------------------------------
+// Native byte order (producers and trainers run the same binary on one cluster):
+//   u32 magic, u32 version, i64 first_sample, i32 size, i32 num_dense, i32 num_tables,
+//   f32 labels[size], f32 dense[size * num_dense],
+//   per table: i32 offsets[size + 1], i64 num_unique, u64 unique_keys[num_unique],
+//              i32 index[offsets[size]].
+constexpr uint32_t kWireMagic = 0x42525453;  // "STRB"
+constexpr uint32_t kWireVersion = 1;
+
+template <typename T>
+void put(std::vector<char>& out, const T& value) {
+  const size_t at = out.size();
+  out.resize(at + sizeof(T));
+  std::memcpy(out.data() + at, &value, sizeof(T));
+}
+
+template <typename T>
+void put_array(std::vector<char>& out, const std::vector<T>& values) {
+  const size_t at = out.size();
+  out.resize(at + values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(out.data() + at, values.data(), values.size() * sizeof(T));
+}
+
+Error malformed_batch(const std::string& why) {
+  return Error("malformed batch buffer: " + why,
+               "producer and trainer must run the same strata build; this is a bug if they do");
+}
+
+class WireReader {
+ public:
+  WireReader(const char* bytes, size_t size) : bytes_(bytes), size_(size) {}
+
+  template <typename T>
+  T get(const char* what) {
+    need(sizeof(T), what);
+    T value;
+    std::memcpy(&value, bytes_ + at_, sizeof(T));
+    at_ += sizeof(T);
+    return value;
+  }
+
+  template <typename T>
+  void get_array(std::vector<T>& out, uint64_t count, const char* what) {
+    if (count > (size_ - at_) / sizeof(T)) {
+      throw malformed_batch(std::string("truncated in ") + what);
+    }
+    out.resize(count);
+    if (count) std::memcpy(out.data(), bytes_ + at_, count * sizeof(T));
+    at_ += count * sizeof(T);
+  }
+
+  size_t remaining() const { return size_ - at_; }
+
+ private:
+  void need(size_t n, const char* what) const {
+    if (size_ - at_ < n) throw malformed_batch(std::string("truncated in ") + what);
+  }
+  const char* bytes_;
+  size_t size_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+void deduplicate(Batch& batch) {
+  for (SparseBags& bags : batch.tables) deduplicate_table(bags);
+}
+
+std::vector<char> serialize(const Batch& batch) {
+  const size_t b = static_cast<size_t>(batch.size);
+  if (batch.size < 0 || batch.num_dense < 0 || batch.labels.size() != b ||
+      batch.dense.size() != b * static_cast<size_t>(batch.num_dense)) {
+    throw Error("serialize: batch labels/dense do not match size " + std::to_string(batch.size),
+                "fill one label and num_dense values per sample");
+  }
+  size_t bytes = 32 + b * sizeof(float) * (1 + static_cast<size_t>(batch.num_dense));
+  for (const SparseBags& bags : batch.tables) {
+    bytes += (b + 1) * 4 + 8 + bags.unique_keys.size() * 8 + bags.index.size() * 4;
+  }
+  std::vector<char> out;
+  out.reserve(bytes);
+  put(out, kWireMagic);
+  put(out, kWireVersion);
+  put(out, batch.first_sample);
+  put(out, batch.size);
+  put(out, batch.num_dense);
+  put(out, static_cast<int32_t>(batch.tables.size()));
+  put_array(out, batch.labels);
+  put_array(out, batch.dense);
+  for (size_t t = 0; t < batch.tables.size(); ++t) {
+    const SparseBags& bags = batch.tables[t];
+    if (bags.offsets.size() != b + 1 || bags.offsets.front() != 0) {
+      throw Error("serialize: table " + std::to_string(t) + " has " +
+                      std::to_string(bags.offsets.size()) + " offsets for " + std::to_string(b) +
+                      " samples",
+                  "offsets must hold size + 1 entries starting at 0");
+    }
+    if (!bags.keys.empty() ||
+        bags.index.size() != static_cast<size_t>(bags.offsets.back())) {
+      throw Error("serialize: table " + std::to_string(t) + " is not de-duplicated",
+                  "call deduplicate(batch) before serialize(batch)");
+    }
+    put_array(out, bags.offsets);
+    put(out, static_cast<int64_t>(bags.unique_keys.size()));
+    put_array(out, bags.unique_keys);
+    put_array(out, bags.index);
+  }
+  return out;
+}
+
+Batch deserialize(const char* bytes, size_t size) {
+  if (bytes == nullptr && size != 0) throw malformed_batch("null buffer");
+  WireReader in(bytes, size);
+  if (in.get<uint32_t>("header") != kWireMagic) throw malformed_batch("bad magic");
+  const uint32_t version = in.get<uint32_t>("header");
+  if (version != kWireVersion) {
+    throw malformed_batch("wire version " + std::to_string(version) + ", expected " +
+                          std::to_string(kWireVersion));
+  }
+  Batch batch;
+  batch.first_sample = in.get<int64_t>("header");
+  batch.size = in.get<int32_t>("header");
+  batch.num_dense = in.get<int32_t>("header");
+  const int32_t num_tables = in.get<int32_t>("header");
+  if (batch.size < 0 || batch.num_dense < 0 || num_tables < 0) {
+    throw malformed_batch("negative size, num_dense or num_tables");
+  }
+  const uint64_t b = static_cast<uint64_t>(batch.size);
+  in.get_array(batch.labels, b, "labels");
+  in.get_array(batch.dense, b * static_cast<uint64_t>(batch.num_dense), "dense");
+  // Each table needs at least its offsets and count: reject absurd table counts
+  // before allocating for them.
+  if (static_cast<uint64_t>(num_tables) > in.remaining() / ((b + 1) * 4 + 8)) {
+    throw malformed_batch("truncated in tables");
+  }
+  batch.tables.resize(static_cast<size_t>(num_tables));
+  for (SparseBags& bags : batch.tables) {
+    in.get_array(bags.offsets, b + 1, "offsets");
+    if (bags.offsets[0] != 0) throw malformed_batch("offsets do not start at 0");
+    for (uint64_t i = 0; i < b; ++i) {
+      if (bags.offsets[i + 1] < bags.offsets[i]) throw malformed_batch("offsets decrease");
+    }
+    const int64_t num_unique = in.get<int64_t>("unique key count");
+    if (num_unique < 0) throw malformed_batch("negative unique key count");
+    in.get_array(bags.unique_keys, static_cast<uint64_t>(num_unique), "unique keys");
+    for (size_t i = 1; i < bags.unique_keys.size(); ++i) {
+      if (bags.unique_keys[i] <= bags.unique_keys[i - 1]) {
+        throw malformed_batch("unique keys not strictly ascending");
+      }
+    }
+    in.get_array(bags.index, static_cast<uint64_t>(bags.offsets[b]), "index");
+    for (int32_t idx : bags.index) {
+      if (idx < 0 || idx >= num_unique) throw malformed_batch("index out of range");
+    }
+  }
+  if (in.remaining() != 0) {
+    throw malformed_batch(std::to_string(in.remaining()) + " trailing bytes");
+  }
+  return batch;
+}
+
+}  // namespace strata::data

@@ -1,0 +1,41 @@
+// BatchSource: where a producer's batches come from, phase by phase. The
+// synthetic source is random-access (trainer t of T at step s gets samples
+// [(s*T + t)*B, +B) whatever the number of producers); text sources read the
+// producer's byte-range shard and deal batches to its trainers in turn.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "config/options.hpp"
+#include "data/batch.hpp"
+#include "data/sample_reader.hpp"
+
+namespace strata::runtime {
+
+enum class Phase { kTrain, kEval };
+
+// Shapes every role must agree on, derived from the deck alone.
+struct DataShape {
+  int num_dense = 0;
+  int num_tables = 0;
+};
+DataShape data_shape(const DataOptions& options);
+
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  virtual void start_phase(Phase phase) = 0;
+  // Fills `batch` with the next batch of trainer `trainer`; false when the phase has none left.
+  // Training batches are always full (the remainder of an epoch is dropped).
+  virtual bool next(int trainer, data::Batch& batch) = 0;
+  // Parse statistics so far (zero for synthetic data).
+  virtual data::ParseStats stats() const = 0;
+  virtual bool has_eval() const = 0;
+};
+
+// Source of producer `producer` feeding `trainers` of `total_trainers` trainers.
+std::unique_ptr<BatchSource> make_batch_source(const RunOptions& options, int producer, int producers,
+                                               std::vector<int> trainers, int total_trainers);
+
+}  // namespace strata::runtime

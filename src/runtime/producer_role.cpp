@@ -1,0 +1,339 @@
+#include "runtime/producer_role.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <deque>
+
+#include "comm/mpi_channel.hpp"
+#include "common/error.hpp"
+#include "model/optimizers.hpp"
+#include "runtime/batch_channel.hpp"
+#include "runtime/batch_source.hpp"
+#include "store/producer_staging.hpp"
+
+namespace strata::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+struct InFlight {
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::vector<char> bytes;
+};
+
+// One trainer's outgoing queue: at most `depth` batches sent but not yet received.
+struct TrainerQueue {
+  int trainer = 0;
+  int world_rank = 0;
+  std::deque<InFlight> in_flight;
+  bool done = false;   // PhaseDone received
+  bool final = false;
+};
+
+// A round of the tiered store: one batch per trainer of this producer.
+struct Round {
+  int64_t number = 0;
+  std::vector<data::Batch> batches;
+};
+
+class Producer {
+ public:
+  Producer(const RunOptions& options, const RankContext& context)
+      : options_(options), context_(context), depth_(options.store.prefetch_depth) {
+    const RoleLayout& layout = context.layout;
+    std::vector<int> trainers = layout.trainers_of_producer(context.index);
+    std::vector<int> trainer_ranks;
+    for (int t : trainers) {
+      queues_.push_back({t, layout.world_rank(Role::kTrainer, t), {}, false, false});
+      trainer_ranks.push_back(layout.world_rank(Role::kTrainer, t));
+    }
+    source_ = make_batch_source(options, context.index, layout.producers(), trainers, layout.trainers());
+    if (options.store.mode == "tiered") {
+      std::vector<int> servers;
+      for (int s = 0; s < layout.servers(); ++s) servers.push_back(layout.world_rank(Role::kServer, s));
+      const int dim = options.model.embedding_dim;
+      const int width = dim + model::make_sparse_optimizer(options.optim)->state_width(dim);
+      staging_ = std::make_unique<store::ProducerStaging>(options, width, trainers, trainer_ranks, servers,
+                                                          MPI_COMM_WORLD);
+    }
+  }
+
+  ProducerReport run() {
+    bool final = false;
+    while (!final) final = run_phase(Phase::kTrain);
+    if (staging_) staging_->finish_training();
+    if (run_has_eval(options_)) run_phase(Phase::kEval);
+    report_.parse = source_->stats();
+    if (staging_) {
+      const auto& c = staging_->counters();
+      const auto& l2 = staging_->l2_counters();
+      report_.tiered = true;
+      report_.l1_hits = c.l1_hits, report_.l1_misses = c.l1_misses, report_.l1_evictions = c.l1_evictions;
+      report_.l2_hits = l2.hits, report_.l2_misses = l2.misses, report_.l2_evictions = l2.evictions;
+      report_.l2_write_backs = l2.write_backs_to_l3, report_.fallback_rows = l2.fallback_rows;
+      report_.bytes_l3_to_l2 = l2.bytes_from_l3, report_.bytes_l2_to_l3 = l2.bytes_to_l3;
+      report_.staging_s = c.staging_s, report_.write_back_wait_s = c.write_back_wait_s;
+      report_.l3_wait_s = l2.fetch_wait_s;
+    }
+    return report_;
+  }
+
+ private:
+  // Keeps the tiered store's write-backs flowing while this rank waits on anything.
+  void service() {
+    if (staging_) staging_->poll();
+  }
+
+  void wait(MPI_Request& request) {
+    comm::Backoff backoff;
+    int done = 0;
+    while (true) {
+      comm::check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) return;
+      service();
+      backoff.pause();
+    }
+  }
+
+  void send(TrainerQueue& q, std::vector<char> bytes) {
+    wait_for_room(q);
+    report_.bytes_sent += bytes.size();
+    q.in_flight.push_back({MPI_REQUEST_NULL, std::move(bytes)});
+    q.in_flight.back().request =
+        comm::send_bytes(MPI_COMM_WORLD, q.world_rank, comm::kTagBatch, q.in_flight.back().bytes);
+  }
+
+  // Streams one phase; returns true when the trainers said training is over.
+  bool run_phase(Phase phase) {
+    source_->start_phase(phase);
+    for (auto& q : queues_) q.done = q.final = false;
+    if (staging_ && phase == Phase::kTrain) {
+      stream_tiered_rounds();
+    } else {
+      stream_batches();
+    }
+    for (auto& q : queues_) {
+      q.in_flight.push_back({MPI_REQUEST_NULL, encode_end_of_phase()});
+      q.in_flight.back().request =
+          comm::send_bytes(MPI_COMM_WORLD, q.world_rank, comm::kTagBatch, q.in_flight.back().bytes);
+    }
+    comm::Backoff backoff;
+    while (!all_done()) {
+      if (!poll_done()) {
+        service();
+        backoff.pause();
+      }
+    }
+    bool final = false;
+    for (auto& q : queues_) {
+      while (!q.in_flight.empty()) {
+        wait(q.in_flight.front().request);
+        q.in_flight.pop_front();
+      }
+      final = final || q.final;
+    }
+    return phase == Phase::kEval || final;
+  }
+
+  bool build(TrainerQueue& q, data::Batch& batch) {
+    auto start = Clock::now();
+    if (!source_->next(q.trainer, batch)) return false;
+    data::deduplicate(batch);
+    report_.build_s += seconds(start, Clock::now());
+    report_.batches += 1;
+    report_.samples += batch.size;
+    return true;
+  }
+
+  // Scheme A and evaluation: batches go out as they are built.
+  void stream_batches() {
+    bool exhausted = false;
+    while (!exhausted && !any_done()) {
+      for (auto& q : queues_) {
+        data::Batch batch;
+        if (!build(q, batch)) {
+          exhausted = true;
+          break;
+        }
+        send(q, encode_batch_message(batch));
+      }
+      poll_done();
+    }
+  }
+
+  // Scheme B: rounds are built `horizon` ahead of the window so the look-ahead
+  // policy knows future uses; each round is planned and staged when it leaves
+  // the front, and its staging plan travels with the batch of that round.
+  void stream_tiered_rounds() {
+    const size_t ahead = static_cast<size_t>(depth_ + options_.store.horizon);
+    std::deque<Round> window;
+    bool more = true;
+    while (true) {
+      while (more && window.size() <= ahead) {
+        Round round;
+        round.number = next_round_;
+        round.batches.resize(queues_.size());
+        bool ok = true;
+        for (size_t i = 0; i < queues_.size() && ok; ++i) ok = build(queues_[i], round.batches[i]);
+        poll_done();
+        ok = ok && !any_done();
+        std::vector<std::vector<store::RowId>> rows_per_owner;
+        if (!exchange_round(ok, round, rows_per_owner)) {
+          more = false;
+          break;
+        }
+        staging_->add_round(round.number, rows_per_owner);
+        window.push_back(std::move(round));
+        ++next_round_;
+      }
+      if (window.empty()) break;
+      Round& front = window.front();
+      for (size_t i = 0; i < queues_.size(); ++i) {
+        store::StagingMessage staging = staging_->stage(front.number, i);
+        std::vector<char> attachment;
+        store::append_staging(staging, attachment);
+        send(queues_[i], encode_batch_message(front.batches[i], attachment));
+      }
+      window.pop_front();
+      poll_done();
+    }
+  }
+
+  // Collective over producers: every producer learns which of this round's rows
+  // its trainers own, from every producer's batches. Returns false (on every
+  // producer alike) when any producer could not build the round.
+  bool exchange_round(bool ok, const Round& round, std::vector<std::vector<store::RowId>>& rows_per_owner) {
+    const RoleLayout& layout = context_.layout;
+    const int producers = layout.producers();
+    const int trainers = layout.trainers();
+    std::vector<std::vector<store::RowId>> outgoing(producers);
+    if (ok) {
+      for (const data::Batch& batch : round.batches) {
+        for (size_t t = 0; t < batch.tables.size(); ++t) {
+          for (uint64_t key : batch.tables[t].unique_keys) {
+            const int owner = store::owner_of(static_cast<uint32_t>(t), key, trainers);
+            outgoing[layout.producer_of_trainer(owner)].push_back({static_cast<uint32_t>(t), key});
+          }
+        }
+      }
+    }
+    std::vector<char> send;
+    std::vector<int> send_counts(producers), send_offsets(producers);
+    for (int q = 0; q < producers; ++q) {
+      send_offsets[q] = static_cast<int>(send.size());
+      const int32_t flag = ok ? 1 : 0;
+      send.insert(send.end(), reinterpret_cast<const char*>(&flag), reinterpret_cast<const char*>(&flag) + 4);
+      const char* ids = reinterpret_cast<const char*>(outgoing[q].data());
+      send.insert(send.end(), ids, ids + outgoing[q].size() * sizeof(store::RowId));
+      send_counts[q] = static_cast<int>(send.size()) - send_offsets[q];
+    }
+    std::vector<int> receive_counts(producers), receive_offsets(producers);
+    MPI_Request request;
+    comm::check_mpi(MPI_Ialltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT,
+                                  context_.role_comm, &request),
+                    "MPI_Ialltoall");
+    wait(request);
+    int total = 0;
+    for (int q = 0; q < producers; ++q) receive_offsets[q] = total, total += receive_counts[q];
+    std::vector<char> receive(total);
+    comm::check_mpi(MPI_Ialltoallv(send.data(), send_counts.data(), send_offsets.data(), MPI_BYTE, receive.data(),
+                                   receive_counts.data(), receive_offsets.data(), MPI_BYTE, context_.role_comm,
+                                   &request),
+                    "MPI_Ialltoallv");
+    wait(request);
+    bool all_ok = true;
+    rows_per_owner.assign(queues_.size(), {});
+    for (int q = 0; q < producers; ++q) {
+      int32_t flag = 0;
+      std::memcpy(&flag, receive.data() + receive_offsets[q], 4);
+      all_ok = all_ok && flag == 1;
+      const size_t n = (receive_counts[q] - 4) / sizeof(store::RowId);
+      const char* at = receive.data() + receive_offsets[q] + 4;
+      for (size_t i = 0; i < n; ++i) {
+        store::RowId id;
+        std::memcpy(&id, at + i * sizeof(store::RowId), sizeof(id));
+        const int owner = store::owner_of(id.table, id.key, trainers);
+        rows_per_owner[owner / producers].push_back(id);  // owner's index among this producer's trainers
+      }
+    }
+    for (auto& rows : rows_per_owner) {
+      std::sort(rows.begin(), rows.end());
+      rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    }
+    return all_ok;
+  }
+
+  void wait_for_room(TrainerQueue& q) {
+    auto start = Clock::now();
+    while (static_cast<int>(q.in_flight.size()) >= depth_) {
+      wait(q.in_flight.front().request);
+      q.in_flight.pop_front();
+    }
+    // Completed sends at the front free their buffers early.
+    while (!q.in_flight.empty()) {
+      int done = 0;
+      comm::check_mpi(MPI_Test(&q.in_flight.front().request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (!done) break;
+      q.in_flight.pop_front();
+    }
+    report_.blocked_s += seconds(start, Clock::now());
+  }
+
+  // Receives any PhaseDone messages that have arrived; true if one did.
+  bool poll_done() {
+    bool any = false;
+    for (auto& q : queues_) {
+      if (q.done) continue;
+      MPI_Message message;
+      MPI_Status status;
+      if (!comm::probe_politely(MPI_COMM_WORLD, q.world_rank, comm::kTagProducerCtl, message, status, false)) {
+        continue;
+      }
+      PhaseDone done{};
+      comm::check_mpi(MPI_Mrecv(&done, sizeof(done), MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+      q.done = true;
+      q.final = done.final != 0;
+      any = true;
+    }
+    return any;
+  }
+  bool any_done() const {
+    for (const auto& q : queues_) {
+      if (q.done) return true;
+    }
+    return false;
+  }
+  bool all_done() const {
+    for (const auto& q : queues_) {
+      if (!q.done) return false;
+    }
+    return true;
+  }
+
+  const RunOptions& options_;
+  const RankContext& context_;
+  int depth_;
+  std::vector<TrainerQueue> queues_;
+  std::unique_ptr<BatchSource> source_;
+  std::unique_ptr<store::ProducerStaging> staging_;
+  int64_t next_round_ = 0;
+  ProducerReport report_;
+};
+
+}  // namespace
+
+bool run_has_eval(const RunOptions& options) {
+  if (!options.train.eval) return false;
+  if (options.data.source == "synthetic") return options.data.synthetic_eval_samples > 0;
+  return !options.data.eval.empty();
+}
+
+ProducerReport run_producer(const RunOptions& options, const RankContext& context) {
+  return Producer(options, context).run();
+}
+
+}  // namespace strata::runtime

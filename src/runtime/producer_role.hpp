@@ -1,0 +1,33 @@
+// The producer role: reads its shard, builds and de-duplicates batches, and keeps
+// up to store.prefetch_depth of them in flight to each of its trainers.
+#pragma once
+
+#include <cstdint>
+
+#include "config/options.hpp"
+#include "data/sample_reader.hpp"
+#include "runtime/role_layout.hpp"
+
+namespace strata::runtime {
+
+struct ProducerReport {
+  int64_t batches = 0;
+  int64_t samples = 0;
+  uint64_t bytes_sent = 0;     // producer -> trainer
+  double build_s = 0;          // parsing, hashing, de-duplicating
+  double blocked_s = 0;        // waiting because prefetch_depth batches were in flight
+  data::ParseStats parse;
+  // Tiered store (Scheme B): what this producer's L1 plans and L2 saw.
+  bool tiered = false;
+  uint64_t l1_hits = 0, l1_misses = 0, l1_evictions = 0;
+  uint64_t l2_hits = 0, l2_misses = 0, l2_evictions = 0, l2_write_backs = 0, fallback_rows = 0;
+  uint64_t bytes_l3_to_l2 = 0, bytes_l2_to_l3 = 0;
+  double staging_s = 0, write_back_wait_s = 0, l3_wait_s = 0;
+};
+
+// True when the run evaluates at the end (same answer on every rank).
+bool run_has_eval(const RunOptions& options);
+
+ProducerReport run_producer(const RunOptions& options, const RankContext& context);
+
+}  // namespace strata::runtime

@@ -1,0 +1,196 @@
+#include "runtime/server_role.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <vector>
+
+#include "comm/mpi_channel.hpp"
+#include "comm/wire.hpp"
+#include "common/error.hpp"
+#include "model/optimizers.hpp"
+#include "store/server_protocol.hpp"
+#include "store/server_shard.hpp"
+#include "store/staging_message.hpp"
+#include "store/tiered_protocol.hpp"
+
+namespace strata::runtime {
+namespace {
+
+using store::RequestHeader;
+using store::ServerOp;
+
+struct Request {
+  RequestHeader header{};
+  std::vector<char> bytes;
+};
+
+// Receives this round's request from every trainer. A trainer's later request
+// stays queued in MPI (same source, same tag: non-overtaking) until the next round.
+// Answers every producer request (tiered mode) that has arrived; true if any did.
+bool serve_producers(store::ServerShard& shard, std::vector<char>& buffer, std::vector<char>& reply) {
+  bool any = false;
+  while (true) {
+    MPI_Message message;
+    MPI_Status status;
+    if (!comm::probe_politely(MPI_COMM_WORLD, MPI_ANY_SOURCE, comm::kTagProducerRequest, message, status, false)) {
+      return any;
+    }
+    any = true;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    buffer.resize(count);
+    comm::check_mpi(MPI_Mrecv(buffer.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+    comm::ByteReader reader(buffer.data(), buffer.size(), "producer request");
+    const auto op = reader.get<store::ProducerOp>();
+    reply.clear();
+    if (op == store::ProducerOp::kFetch) {
+      store::RowBlock rows;
+      rows.width = shard.rows().width();
+      reader.get_vector(rows.ids);
+      reader.expect_end();
+      rows.values.resize(rows.ids.size() * rows.width);
+      shard.fetch_full(rows.ids.data(), rows.ids.size(), rows.values.data());
+      store::append_row_block(rows, reply);
+    } else if (op == store::ProducerOp::kWriteBack) {
+      const size_t used = buffer.size() - reader.remaining();
+      store::RowBlock rows = store::read_row_block(buffer.data() + used, reader.remaining());
+      if (rows.size() && rows.width != shard.rows().width()) throw Error("write-back of rows with the wrong width");
+      shard.store_full(rows.ids.data(), rows.size(), rows.values.data());
+    } else {
+      throw Error("server got unknown producer op " + std::to_string(static_cast<uint32_t>(op)));
+    }
+    // Small replies and acknowledgements: a blocking send keeps the order simple.
+    comm::check_mpi(MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, status.MPI_SOURCE,
+                             comm::kTagProducerReply, MPI_COMM_WORLD),
+                    "MPI_Send");
+  }
+}
+
+void receive_round(const RoleLayout& layout, std::vector<Request>& requests, store::ServerShard& shard) {
+  std::vector<char> producer_buffer, producer_reply;
+  const int trainers = layout.trainers();
+  std::vector<bool> received(trainers, false);
+  int remaining = trainers;
+  comm::Backoff backoff;
+  while (remaining > 0) {
+    bool progressed = false;
+    for (int t = 0; t < trainers; ++t) {
+      if (received[t]) continue;
+      MPI_Message message;
+      MPI_Status status;
+      if (!comm::probe_politely(MPI_COMM_WORLD, layout.world_rank(Role::kTrainer, t), comm::kTagServerRequest,
+                                message, status, /*block=*/false)) {
+        continue;
+      }
+      int count = 0;
+      MPI_Get_count(&status, MPI_BYTE, &count);
+      requests[t].bytes.resize(count);
+      comm::check_mpi(MPI_Mrecv(requests[t].bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE),
+                      "MPI_Mrecv");
+      comm::ByteReader reader(requests[t].bytes.data(), requests[t].bytes.size(), "server request");
+      requests[t].header = reader.get<RequestHeader>();
+      received[t] = true;
+      --remaining;
+      progressed = true;
+    }
+    if (serve_producers(shard, producer_buffer, producer_reply)) progressed = true;
+    if (progressed) {
+      backoff.reset();
+    } else {
+      backoff.pause();
+    }
+  }
+}
+
+}  // namespace
+
+ServerReport run_server(const RunOptions& options, const RankContext& context) {
+  const RoleLayout& layout = context.layout;
+  store::ServerShardOptions shard_options;
+  shard_options.dim = options.model.embedding_dim;
+  shard_options.seed = options.train.seed;
+  shard_options.row_init_scale = options.model.row_init_scale;
+  store::ServerShard shard(shard_options, model::make_sparse_optimizer(options.optim));
+  const int dim = shard.dim();
+
+  std::vector<Request> requests(layout.trainers());
+  std::vector<std::vector<char>> replies(layout.trainers());
+  std::vector<MPI_Request> pending;
+  std::vector<uint32_t> tables;
+  ServerReport report;
+
+  while (true) {
+    receive_round(layout, requests, shard);
+    comm::wait_all_politely(pending);  // reply buffers are reused below
+    const ServerOp op = requests[0].header.op;
+    for (const auto& r : requests) {
+      if (r.header.op != op) {
+        throw Error("server " + std::to_string(context.index) + " got different requests in one round",
+                    "trainers fell out of step; this is a protocol bug");
+      }
+    }
+    ++report.rounds;
+    if (op == ServerOp::kStop) break;
+
+    if (op == ServerOp::kPullTrain || op == ServerOp::kPullEval) {
+      for (int t = 0; t < layout.trainers(); ++t) {
+        comm::ByteReader reader(requests[t].bytes.data(), requests[t].bytes.size(), "pull request");
+        reader.get<RequestHeader>();
+        uint64_t num_counts = 0, num_keys = 0;
+        const uint32_t* counts = reader.view_array<uint32_t>(num_counts);
+        const uint64_t* keys = reader.view_array<uint64_t>(num_keys);
+        reader.expect_end();
+        tables.clear();
+        for (uint64_t table = 0; table < num_counts; ++table) tables.insert(tables.end(), counts[table], table);
+        if (tables.size() != num_keys) throw Error("pull request: table counts do not add up to the key count");
+        replies[t].resize(num_keys * dim * sizeof(float));
+        float* values = reinterpret_cast<float*>(replies[t].data());
+        if (op == ServerOp::kPullTrain) {
+          shard.pull_for_training(t, tables.data(), keys, num_keys, values);
+        } else {
+          shard.pull_read_only(tables.data(), keys, num_keys, values);
+        }
+        pending.push_back(comm::send_bytes(MPI_COMM_WORLD, layout.world_rank(Role::kTrainer, t),
+                                           comm::kTagServerReply, replies[t]));
+      }
+    } else if (op == ServerOp::kPush) {
+      for (int t = 0; t < layout.trainers(); ++t) {  // rank order: the sums' fixed order
+        comm::ByteReader reader(requests[t].bytes.data(), requests[t].bytes.size(), "push request");
+        reader.get<RequestHeader>();
+        uint64_t count = 0;
+        const float* grads = reader.view_array<float>(count);
+        reader.expect_end();
+        shard.add_gradients(t, grads, count / dim);
+      }
+      shard.apply_step();
+    } else if (op == ServerOp::kDump) {
+      const store::RowTable& rows = shard.rows();
+      std::vector<store::RowId> ids;
+      std::vector<uint64_t> counts;
+      std::vector<float> values;
+      for (int64_t slot : rows.sorted_slots()) {
+        ids.push_back(rows.id(slot));
+        counts.push_back(rows.access_count(slot));
+        values.insert(values.end(), rows.row(slot), rows.row(slot) + rows.width());
+      }
+      replies[0].clear();
+      comm::ByteWriter writer(replies[0]);
+      writer.put<int32_t>(rows.width());
+      writer.put_vector(ids);
+      writer.put_vector(counts);
+      writer.put_vector(values);
+      pending.push_back(comm::send_bytes(MPI_COMM_WORLD, layout.world_rank(Role::kTrainer, 0),
+                                         comm::kTagServerReply, replies[0]));
+    } else {
+      throw Error("server got unknown op " + std::to_string(static_cast<uint32_t>(op)));
+    }
+  }
+  comm::wait_all_politely(pending);
+  report.rows = static_cast<int64_t>(shard.rows().size());
+  report.memory_bytes = shard.rows().memory_bytes();
+  spdlog::debug("server {} done: {} rounds, {} rows, {:.1f} MiB", context.index, report.rounds, report.rows,
+                report.memory_bytes / 1048576.0);
+  return report;
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,18 @@
+// The server role: serves one shard of every sparse table to the trainers in
+// rounds (see store/server_protocol.hpp) until the trainers stop it.
+#pragma once
+
+#include "config/options.hpp"
+#include "runtime/role_layout.hpp"
+
+namespace strata::runtime {
+
+struct ServerReport {
+  int64_t rounds = 0;
+  int64_t rows = 0;          // rows held at the end
+  size_t memory_bytes = 0;
+};
+
+ServerReport run_server(const RunOptions& options, const RankContext& context);
+
+}  // namespace strata::runtime

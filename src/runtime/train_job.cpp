@@ -1,0 +1,153 @@
+#include "runtime/train_job.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/mpi_channel.hpp"
+#include "common/log.hpp"
+#include "config/deck.hpp"
+#include "data/synthetic.hpp"
+#include "io/metrics_writer.hpp"
+#include "runtime/producer_role.hpp"
+#include "runtime/role_layout.hpp"
+#include "runtime/server_role.hpp"
+#include "runtime/trainer_role.hpp"
+
+namespace strata::runtime {
+namespace {
+
+// Fixed-size per-rank report gathered on rank 0 (fields used depend on the role).
+struct RankReport {
+  int32_t role = 0;
+  int32_t index = 0;
+  double values[12] = {};
+};
+
+enum ProducerField { kBatches, kSamples, kBytesSent, kBuildS, kBlockedS, kLines, kMalformed };
+enum ServerField { kRounds, kRows, kMemoryBytes };
+enum TrainerField { kStallS, kPullWaitS, kRowsPulled, kBytesPulled, kRowsPushed, kBytesPushed, kBytesRequested,
+                    kBytesBatches, kBytesAllreduce };
+
+nlohmann::json build_summary(const RunOptions& options, const TrainerReport& root,
+                             const std::vector<RankReport>& reports, double teacher_auc) {
+  double bytes_pulled = 0, bytes_pushed = 0, bytes_requested = 0, bytes_batches = 0, bytes_allreduce = 0;
+  double rows_pulled = 0, rows_pushed = 0, stall = 0, pull_wait = 0;
+  double lines = 0, malformed = 0, server_rows = 0, server_memory = 0, producer_blocked = 0, producer_build = 0;
+  for (const auto& r : reports) {
+    const double* v = r.values;
+    switch (static_cast<Role>(r.role)) {
+      case Role::kTrainer:
+        stall += v[kStallS], pull_wait += v[kPullWaitS], rows_pulled += v[kRowsPulled];
+        bytes_pulled += v[kBytesPulled], rows_pushed += v[kRowsPushed], bytes_pushed += v[kBytesPushed];
+        bytes_requested += v[kBytesRequested], bytes_batches += v[kBytesBatches];
+        bytes_allreduce += v[kBytesAllreduce];
+        break;
+      case Role::kProducer:
+        lines += v[kLines], malformed += v[kMalformed];
+        producer_blocked += v[kBlockedS], producer_build += v[kBuildS];
+        break;
+      case Role::kServer:
+        server_rows += v[kRows], server_memory += v[kMemoryBytes];
+        break;
+    }
+  }
+  const double samples = std::max<double>(double(root.samples), 1.0);
+  nlohmann::json summary = {
+      {"mode", options.store.mode},
+      {"layout", {{"trainers", options.layout.trainers}, {"producers", options.layout.producers},
+                  {"servers", options.layout.servers}}},
+      {"steps", root.steps},
+      {"samples", root.samples},
+      {"train_seconds", root.train_seconds},
+      {"samples_per_s", root.samples_per_s},
+      {"train_logloss", root.train_logloss},
+      {"eval_auc", root.eval_auc},
+      {"eval_logloss", root.eval_logloss},
+      {"eval_samples", root.eval_samples},
+      {"params_digest", root.params_digest},
+      {"sparse_rows", root.sparse_rows},
+      {"rows", {{"pulled", rows_pulled}, {"pushed", rows_pushed}}},
+      {"bytes",
+       {{"server_to_trainer", bytes_pulled},
+        {"trainer_to_server", bytes_pushed + bytes_requested},
+        {"producer_to_trainer", bytes_batches},
+        {"trainer_allreduce", bytes_allreduce}}},
+      {"bytes_per_sample", {{"server_to_trainer", bytes_pulled / samples},
+                            {"trainer_to_server", (bytes_pushed + bytes_requested) / samples}}},
+      {"time_s", {{"trainer_stall", stall}, {"trainer_pull_wait", pull_wait},
+                  {"producer_build", producer_build}, {"producer_blocked", producer_blocked}}},
+      {"data", {{"source", options.data.source}, {"lines", lines}, {"malformed_lines", malformed}}},
+      {"servers", {{"rows", server_rows}, {"memory_bytes", server_memory}}},
+  };
+  if (teacher_auc >= 0) summary["teacher_auc"] = teacher_auc;
+  return summary;
+}
+
+}  // namespace
+
+int run_train_job(const RunOptions& options, MPI_Comm world) {
+  RankContext context = split_roles(options.layout, world);
+  init_logging(context.world_rank, role_name(context.role), options.output.log_level);
+
+  double teacher_auc = -1;
+  if (context.world_rank == 0) {
+    spdlog::info("strata train: {} trainers, {} producers, {} servers; data {}; store {}", options.layout.trainers,
+                 options.layout.producers, options.layout.servers, options.data.source, options.store.mode);
+    if (options.data.source == "synthetic" && run_has_eval(options)) {
+      teacher_auc = data::SyntheticDataset(options.data).teacher_auc(options.data.synthetic_eval_samples);
+      spdlog::info("synthetic teacher AUC on the held-out stream: {:.4f} (the best reachable)", teacher_auc);
+    }
+  }
+
+  RankReport mine;
+  mine.role = static_cast<int32_t>(context.role);
+  mine.index = context.index;
+  TrainerReport trainer_report;
+  switch (context.role) {
+    case Role::kTrainer: {
+      trainer_report = run_trainer(options, context);
+      const TrainerReport& r = trainer_report;
+      double* v = mine.values;
+      v[kStallS] = r.stall_s, v[kPullWaitS] = r.pull_wait_s, v[kRowsPulled] = double(r.rows_pulled);
+      v[kBytesPulled] = double(r.bytes_pulled), v[kRowsPushed] = double(r.rows_pushed);
+      v[kBytesPushed] = double(r.bytes_pushed), v[kBytesRequested] = double(r.bytes_requested);
+      v[kBytesBatches] = double(r.bytes_batches), v[kBytesAllreduce] = double(r.bytes_allreduce);
+      break;
+    }
+    case Role::kProducer: {
+      ProducerReport r = run_producer(options, context);
+      double* v = mine.values;
+      v[kBatches] = double(r.batches), v[kSamples] = double(r.samples), v[kBytesSent] = double(r.bytes_sent);
+      v[kBuildS] = r.build_s, v[kBlockedS] = r.blocked_s, v[kLines] = double(r.parse.lines);
+      v[kMalformed] = double(r.parse.malformed);
+      if (r.parse.malformed > 0) {
+        spdlog::warn("producer {}: skipped {} malformed of {} lines", context.index, r.parse.malformed, r.parse.lines);
+      }
+      break;
+    }
+    case Role::kServer: {
+      ServerReport r = run_server(options, context);
+      mine.values[kRounds] = double(r.rounds), mine.values[kRows] = double(r.rows);
+      mine.values[kMemoryBytes] = double(r.memory_bytes);
+      break;
+    }
+  }
+
+  std::vector<RankReport> reports(context.world_rank == 0 ? context.layout.world_size() : 0);
+  comm::check_mpi(MPI_Gather(&mine, sizeof(RankReport), MPI_BYTE, reports.data(), sizeof(RankReport), MPI_BYTE, 0,
+                             world),
+                  "MPI_Gather");
+  if (context.world_rank == 0) {
+    nlohmann::json summary = build_summary(options, trainer_report, reports, teacher_auc);
+    io::write_summary(options.output.dir, summary);
+    spdlog::info("done: {} steps, {:.0f} samples/s, train logloss {:.4f}, eval AUC {:.4f}, digest {}",
+                 trainer_report.steps, trainer_report.samples_per_s, trainer_report.train_logloss,
+                 trainer_report.eval_auc, trainer_report.params_digest.substr(0, 16));
+    spdlog::info("wrote {}/summary.json and metrics.jsonl", options.output.dir);
+  }
+  MPI_Comm_free(&context.role_comm);
+  return 0;
+}
+
+}  // namespace strata::runtime

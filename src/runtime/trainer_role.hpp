@@ -1,0 +1,35 @@
+// The trainer role: the synchronous training loop. Receives batches from its
+// producer, reaches rows through the ParameterStore, runs the DLRM forward and
+// backward, all-reduces dense gradients, evaluates, and (trainer 0) writes the
+// metrics, the summary and the params digest.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "config/options.hpp"
+#include "runtime/role_layout.hpp"
+
+namespace strata::runtime {
+
+struct TrainerReport {
+  int64_t steps = 0;
+  int64_t samples = 0;          // over all trainers
+  double train_seconds = 0;
+  double samples_per_s = 0;
+  double train_logloss = 0;     // mean over the last metrics window
+  double eval_auc = -1;
+  double eval_logloss = -1;
+  int64_t eval_samples = 0;
+  std::string params_digest;    // trainer 0 only
+  int64_t sparse_rows = 0;      // trainer 0 only: rows in the store at the end
+  double stall_s = 0;           // this trainer: waiting for batches
+  double pull_wait_s = 0;       // this trainer: waiting for rows
+  uint64_t rows_pulled = 0, bytes_pulled = 0, rows_pushed = 0, bytes_pushed = 0, bytes_requested = 0;
+  uint64_t bytes_batches = 0;   // producer -> this trainer
+  uint64_t bytes_allreduce = 0; // this trainer's dense all-reduce payload
+};
+
+TrainerReport run_trainer(const RunOptions& options, const RankContext& context);
+
+}  // namespace strata::runtime

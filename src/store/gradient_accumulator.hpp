@@ -1,0 +1,50 @@
+// GradientAccumulator: sums the row gradients of one step, per row, in the
+// order they are added (callers add trainer by trainer in rank order), then
+// applies the sparse optimizer once per row. The servers (Scheme A) and the L1
+// owners (Scheme B) both use it, so both modes do exactly the same float
+// additions and updates: the heart of the exactness invariant.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/optimizers.hpp"
+
+namespace strata::store {
+
+class GradientAccumulator {
+ public:
+  explicit GradientAccumulator(int dim) : dim_(dim) {}
+
+  // Adds grad (dim) to the sum of row `slot` (slots are small dense integers).
+  void add(int64_t slot, const float* grad) {
+    if (static_cast<size_t>(slot) >= index_of_slot_.size()) index_of_slot_.resize(slot + 1, -1);
+    int32_t& at = index_of_slot_[slot];
+    if (at < 0) {
+      at = static_cast<int32_t>(slots_.size());
+      slots_.push_back(slot);
+      sums_.resize(slots_.size() * dim_, 0.0f);
+    }
+    float* sum = sums_.data() + static_cast<size_t>(at) * dim_;
+    for (int j = 0; j < dim_; ++j) sum[j] += grad[j];
+  }
+
+  // Calls update(slot, summed_grad) for every touched row, then resets.
+  template <class Update>
+  void drain(Update&& update) {
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      update(slots_[i], sums_.data() + i * dim_);
+      index_of_slot_[slots_[i]] = -1;
+    }
+    slots_.clear();
+    sums_.clear();
+  }
+
+ private:
+  int dim_;
+  std::vector<int32_t> index_of_slot_;
+  std::vector<int64_t> slots_;
+  std::vector<float> sums_;  // (touched, dim)
+};
+
+}  // namespace strata::store

@@ -1,0 +1,219 @@
+#include "store/l2_host_tier.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <new>
+
+#include "comm/mpi_channel.hpp"
+#include "comm/wire.hpp"
+#include "common/error.hpp"
+#include "store/tiered_protocol.hpp"
+
+namespace strata::store {
+
+L2HostTier::L2HostTier(int64_t capacity_rows, int width, const EvictionPolicy& policy, MPI_Comm world,
+                       std::vector<int> server_ranks, std::function<void()> service)
+    : width_(width),
+      policy_(policy),
+      world_(world),
+      server_ranks_(std::move(server_ranks)),
+      service_(std::move(service)),
+      queue_(policy) {
+  if (capacity_rows > 0) {
+    try {
+      cache_ = std::make_unique<RowCache>(capacity_rows, width);
+      usage_.resize(capacity_rows);
+    } catch (const std::bad_alloc&) {
+      spdlog::warn("L2: cannot allocate {} rows ({:.1f} MiB); falling back to Scheme A for L2 traffic",
+                   capacity_rows, capacity_rows * width * 4.0 / 1048576.0);
+      cache_.reset();
+    }
+  }
+}
+
+void L2HostTier::touch(int64_t slot, int64_t round) {
+  policy_.record_access(usage_[slot], round);
+  queue_.update(slot, usage_[slot]);
+}
+
+void L2HostTier::make_room() {
+  while (cache_->full()) {
+    const int64_t victim = queue_.peek_victim();
+    if (cache_->dirty(victim)) {
+      RowBlock block;
+      block.width = width_;
+      block.append(cache_->id(victim), cache_->row(victim));
+      write_to_servers(block);
+      counters_.write_backs_to_l3 += 1;
+    }
+    queue_.erase(victim);
+    cache_->erase(victim);
+    usage_[victim] = RowUsage{};
+    counters_.evictions += 1;
+  }
+}
+
+void L2HostTier::read(const std::vector<RowId>& ids, int64_t round, RowBlock& out) {
+  out.width = width_;
+  if (!cache_) {
+    counters_.fallback_rows += ids.size();
+    counters_.misses += ids.size();
+    fetch_from_servers(ids, out);
+    return;
+  }
+  // Hits are copied out before any insertion can evict them.
+  const size_t first = out.size();
+  out.ids.resize(first + ids.size());
+  out.values.resize((first + ids.size()) * width_);
+  std::vector<RowId> missing;
+  std::vector<size_t> missing_at;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int64_t slot = cache_->find(ids[i]);
+    if (slot < 0) {
+      missing.push_back(ids[i]);
+      missing_at.push_back(first + i);
+      continue;
+    }
+    out.ids[first + i] = ids[i];
+    std::copy(cache_->row(slot), cache_->row(slot) + width_, out.values.data() + (first + i) * width_);
+    touch(slot, round);
+  }
+  counters_.misses += missing.size();
+  counters_.hits += ids.size() - missing.size();
+  if (missing.empty()) return;
+  RowBlock fetched;
+  fetched.width = width_;
+  fetch_from_servers(missing, fetched);
+  for (size_t i = 0; i < fetched.size(); ++i) {
+    out.ids[missing_at[i]] = fetched.ids[i];
+    std::copy(fetched.row(i), fetched.row(i) + width_, out.values.data() + missing_at[i] * width_);
+    make_room();
+    touch(cache_->insert(fetched.ids[i], fetched.row(i), /*dirty=*/false), round);
+  }
+}
+
+void L2HostTier::write_back(const RowBlock& rows, int64_t round) {
+  if (rows.size() == 0) return;
+  if (!cache_) {
+    counters_.fallback_rows += rows.size();
+    write_to_servers(rows);
+    counters_.write_backs_to_l3 += rows.size();
+    return;
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    int64_t slot = cache_->find(rows.ids[i]);
+    if (slot >= 0) {
+      std::copy(rows.row(i), rows.row(i) + width_, cache_->row(slot));
+      cache_->set_dirty(slot, true);
+    } else {
+      make_room();
+      slot = cache_->insert(rows.ids[i], rows.row(i), /*dirty=*/true);
+    }
+    touch(slot, round);
+  }
+}
+
+void L2HostTier::flush() {
+  if (!cache_) return;
+  RowBlock dirty;
+  dirty.width = width_;
+  cache_->for_each([&](const RowId& id, int64_t slot) {
+    if (cache_->dirty(slot)) dirty.append(id, cache_->row(slot));
+  });
+  write_to_servers(dirty);
+  counters_.write_backs_to_l3 += dirty.size();
+  cache_->for_each([&](const RowId&, int64_t slot) { cache_->set_dirty(slot, false); });
+}
+
+void L2HostTier::fetch_from_servers(const std::vector<RowId>& ids, RowBlock& out) {
+  const int servers = static_cast<int>(server_ranks_.size());
+  std::vector<std::vector<RowId>> per_server(servers);
+  std::vector<std::vector<size_t>> position(servers);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int s = server_of(ids[i].table, ids[i].key, servers);
+    per_server[s].push_back(ids[i]);
+    position[s].push_back(i);
+  }
+  std::vector<std::vector<char>> requests(servers);
+  std::vector<MPI_Request> sends;
+  for (int s = 0; s < servers; ++s) {
+    if (per_server[s].empty()) continue;
+    comm::ByteWriter writer(requests[s]);
+    writer.put(ProducerOp::kFetch);
+    writer.put_vector(per_server[s]);
+    sends.push_back(comm::send_bytes(world_, server_ranks_[s], comm::kTagProducerRequest, requests[s]));
+  }
+  const size_t first = out.size();
+  out.ids.resize(first + ids.size());
+  out.values.resize((first + ids.size()) * width_);
+  auto start = std::chrono::steady_clock::now();
+  std::vector<char> reply;
+  for (int s = 0; s < servers; ++s) {
+    if (per_server[s].empty()) continue;
+    MPI_Message message;
+    MPI_Status status;
+    comm::Backoff backoff;
+    while (!comm::probe_politely(world_, server_ranks_[s], comm::kTagProducerReply, message, status, false)) {
+      service_();
+      backoff.pause();
+    }
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    reply.resize(count);
+    comm::check_mpi(MPI_Mrecv(reply.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+    RowBlock rows = read_row_block(reply.data(), reply.size());
+    if (rows.size() != per_server[s].size() || rows.width != width_) {
+      throw Error("server " + std::to_string(s) + " answered a fetch of " + std::to_string(per_server[s].size()) +
+                  " rows with " + std::to_string(rows.size()));
+    }
+    counters_.bytes_from_l3 += rows.values.size() * sizeof(float);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const size_t at = first + position[s][i];
+      out.ids[at] = rows.ids[i];
+      std::copy(rows.row(i), rows.row(i) + width_, out.values.data() + at * width_);
+    }
+  }
+  counters_.fetch_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (auto& r : sends) comm::wait_politely(r);
+}
+
+void L2HostTier::write_to_servers(const RowBlock& rows) {
+  const int servers = static_cast<int>(server_ranks_.size());
+  std::vector<RowBlock> per_server(servers);
+  for (auto& b : per_server) b.width = width_;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    per_server[server_of(rows.ids[i].table, rows.ids[i].key, servers)].append(rows.ids[i], rows.row(i));
+  }
+  std::vector<std::vector<char>> requests(servers);
+  std::vector<MPI_Request> sends;
+  for (int s = 0; s < servers; ++s) {
+    if (per_server[s].size() == 0) continue;
+    comm::ByteWriter writer(requests[s]);
+    writer.put(ProducerOp::kWriteBack);
+    append_row_block(per_server[s], requests[s]);
+    counters_.bytes_to_l3 += per_server[s].values.size() * sizeof(float);
+    sends.push_back(comm::send_bytes(world_, server_ranks_[s], comm::kTagProducerRequest, requests[s]));
+  }
+  // Wait for the acknowledgements: a later fetch of these rows must see them.
+  // (MPI keeps messages from one source in order, so this is also what keeps
+  // the final flush ahead of the trainers' evaluation reads.)
+  std::vector<char> ack;
+  for (int s = 0; s < servers; ++s) {
+    if (per_server[s].size() == 0) continue;
+    MPI_Message message;
+    MPI_Status status;
+    comm::Backoff backoff;
+    while (!comm::probe_politely(world_, server_ranks_[s], comm::kTagProducerReply, message, status, false)) {
+      service_();
+      backoff.pause();
+    }
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    ack.resize(count);
+    comm::check_mpi(MPI_Mrecv(ack.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+  }
+  for (auto& r : sends) comm::wait_politely(r);
+}
+
+}  // namespace strata::store

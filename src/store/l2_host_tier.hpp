@@ -1,0 +1,62 @@
+// L2HostTier: a producer's host-DRAM cache (store.l2_mb) of the rows owned by
+// the trainers it feeds. It supplies the rows staged into their L1s, takes the
+// dirty rows they evict, and reads from / writes back to the servers (L3).
+// When it can hold nothing (no budget, or the allocation failed) it falls back
+// to Scheme A: rows pass straight between the servers and L1, counted as such.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "store/eviction_policy.hpp"
+#include "store/row_cache.hpp"
+#include "store/staging_message.hpp"
+
+namespace strata::store {
+
+struct L2Counters {
+  uint64_t hits = 0, misses = 0, evictions = 0, write_backs_to_l3 = 0, fallback_rows = 0;
+  uint64_t bytes_from_l3 = 0, bytes_to_l3 = 0;
+  double fetch_wait_s = 0;
+};
+
+class L2HostTier {
+ public:
+  // `service` runs while waiting on the servers so the producer keeps answering its trainers.
+  L2HostTier(int64_t capacity_rows, int width, const EvictionPolicy& policy, MPI_Comm world,
+             std::vector<int> server_ranks, std::function<void()> service);
+
+  // Full rows (values + state) of `ids`, in order, appended to out.
+  void read(const std::vector<RowId>& ids, int64_t round, RowBlock& out);
+  // Dirty rows coming back from an L1: they are newer than anything below.
+  void write_back(const RowBlock& rows, int64_t round);
+  // Writes every dirty row to the servers and waits until they have them.
+  void flush();
+
+  const L2Counters& counters() const { return counters_; }
+  int64_t capacity() const { return cache_ ? cache_->capacity() : 0; }
+  int64_t size() const { return cache_ ? cache_->size() : 0; }
+  bool fallback() const { return !cache_; }
+
+ private:
+  void make_room();
+  void fetch_from_servers(const std::vector<RowId>& ids, RowBlock& out);
+  void write_to_servers(const RowBlock& rows);
+  void touch(int64_t slot, int64_t round);
+
+  int width_;
+  const EvictionPolicy& policy_;
+  MPI_Comm world_;
+  std::vector<int> server_ranks_;
+  std::function<void()> service_;
+  std::unique_ptr<RowCache> cache_;
+  EvictionQueue queue_;
+  std::vector<RowUsage> usage_;  // (capacity) by slot
+  L2Counters counters_;
+};
+
+}  // namespace strata::store

@@ -1,0 +1,58 @@
+// ParameterStore: how a trainer reaches the sparse rows of its batch. Scheme A
+// (RemotePsStore) pulls every row from the servers each step; Scheme B (tiered)
+// serves the same calls from its cache levels. Both must produce the same numbers.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "data/batch.hpp"
+#include "store/row_key.hpp"
+
+namespace strata::store {
+
+// Traffic one trainer caused on each link, in rows and bytes.
+struct LinkTraffic {
+  uint64_t rows_pulled = 0;
+  uint64_t bytes_pulled = 0;   // server -> trainer (network)
+  uint64_t rows_pushed = 0;
+  uint64_t bytes_pushed = 0;   // trainer -> server (network)
+  uint64_t bytes_requested = 0;  // trainer -> server key lists
+  double pull_wait_s = 0;      // time blocked waiting for rows
+};
+
+// All rows of the model in canonical (table, key) order, for digests.
+struct RowDump {
+  int width = 0;                // floats per row: values then optimizer state
+  std::vector<RowId> ids;       // (n)
+  std::vector<float> values;    // (n, width)
+  std::vector<uint64_t> counts; // (n) access counts
+};
+
+class ParameterStore {
+ public:
+  virtual ~ParameterStore() = default;
+  virtual const char* mode() const = 0;
+
+  // The staging plan that came with the next batch (tiered mode); applied in
+  // arrival order, before the step of that batch runs.
+  virtual void stage(const char* /*staging*/, size_t /*bytes*/) {}
+  // rows[t] <- (U_t, dim) current values of batch.tables[t].unique_keys.
+  // Training pulls create missing rows; evaluation pulls never store anything.
+  virtual void pull(const data::Batch& batch, std::vector<std::vector<float>>& rows, bool for_training) = 0;
+  // This trainer's partial gradients grads[t] (U_t, dim) of the rows it pulled for training.
+  virtual void push(const data::Batch& batch, const std::vector<std::vector<float>>& grads) = 0;
+  // Collective over trainers: writes every cached row down to the servers (after training).
+  virtual void flush() {}
+  // Collective over trainers: returns every row on trainer 0 (empty elsewhere).
+  virtual RowDump dump_rows() = 0;
+  // Collective over trainers: releases the store's ranks (servers exit their loop).
+  virtual void shutdown() = 0;
+
+  const LinkTraffic& traffic() const { return traffic_; }
+
+ protected:
+  LinkTraffic traffic_;
+};
+
+}  // namespace strata::store

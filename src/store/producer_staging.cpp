@@ -1,0 +1,137 @@
+#include "store/producer_staging.hpp"
+
+#include <chrono>
+
+#include "comm/mpi_channel.hpp"
+#include "comm/wire.hpp"
+#include "common/error.hpp"
+#include "store/tiered_protocol.hpp"
+
+namespace strata::store {
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
+
+int64_t rows_for_budget(double megabytes, int width) {
+  return static_cast<int64_t>(megabytes * 1048576.0 / (double(width) * sizeof(float)));
+}
+
+ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vector<int> owners,
+                                 std::vector<int> owner_ranks, std::vector<int> server_ranks, MPI_Comm world)
+    : depth_(options.store.prefetch_depth),
+      width_(width),
+      l1_rows_(rows_for_budget(options.store.l1_mb, width)),
+      owners_(std::move(owners)),
+      owner_ranks_(std::move(owner_ranks)),
+      world_(world),
+      policy_(make_eviction_policy(options.store.policy, options.store.decay)),
+      evicted_(owners_.size()),
+      flushed_(owners_.size(), false) {
+  for (int owner : owners_) directories_.emplace_back(owner, l1_rows_, *policy_);
+  l2_ = std::make_unique<L2HostTier>(rows_for_budget(options.store.l2_mb, width), width, *policy_, world,
+                                     std::move(server_ranks), [this] { poll(); });
+}
+
+void ProducerStaging::add_round(int64_t round, const std::vector<std::vector<RowId>>& rows_per_owner) {
+  for (size_t i = 0; i < owners_.size(); ++i) directories_[i].add_round(round, rows_per_owner[i]);
+}
+
+void ProducerStaging::poll() {
+  for (size_t i = 0; i < owners_.size(); ++i) {
+    while (true) {
+      MPI_Message message;
+      MPI_Status status;
+      if (!comm::probe_politely(world_, owner_ranks_[i], comm::kTagWriteBack, message, status, false)) break;
+      int count = 0;
+      MPI_Get_count(&status, MPI_BYTE, &count);
+      Arrived arrived{i, std::vector<char>(count)};
+      comm::check_mpi(MPI_Mrecv(arrived.bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+      arrived_.push_back(std::move(arrived));
+    }
+  }
+}
+
+// Applies queued write-backs in arrival order. Never called from inside an L2
+// operation (poll() only queues), so L2 is never modified under its own feet.
+void ProducerStaging::apply_arrived() {
+  while (!arrived_.empty()) {
+    Arrived arrived = std::move(arrived_.front());
+    arrived_.pop_front();
+    comm::ByteReader reader(arrived.bytes.data(), arrived.bytes.size(), "write-back");
+    const auto header = reader.get<WriteBackHeader>();
+    const size_t used = arrived.bytes.size() - reader.remaining();
+    RowBlock rows = read_row_block(arrived.bytes.data() + used, reader.remaining());
+    l2_->write_back(rows, header.round);
+    if (header.kind == WriteBackKind::kFlush) {
+      flushed_[arrived.owner_index] = true;
+      continue;
+    }
+    auto& queue = evicted_[arrived.owner_index];
+    if (queue.empty() || queue.front().first != header.round) {
+      throw Error("write-back of round " + std::to_string(header.round) + " from trainer " +
+                  std::to_string(owners_[arrived.owner_index]) + " out of order (protocol bug)");
+    }
+    for (const RowId& id : queue.front().second) {
+      auto it = pending_.find(id);
+      if (--it->second == 0) pending_.erase(it);
+    }
+    queue.pop_front();
+  }
+}
+
+StagingMessage ProducerStaging::stage(int64_t round, size_t owner_index) {
+  const auto start = Clock::now();
+  poll();
+  apply_arrived();
+  StagingPlan plan = directories_[owner_index].plan(round, depth_);
+  counters_.l1_hits += plan.hits;
+  counters_.l1_misses += plan.insert.size();
+  counters_.l1_evictions += plan.evict.size();
+  // A row on its way back from an L1 must arrive before it is staged again.
+  for (const RowId& id : plan.insert) {
+    if (!is_pending(id)) continue;
+    const auto wait_start = Clock::now();
+    comm::Backoff backoff;
+    while (is_pending(id)) {
+      poll();
+      if (arrived_.empty()) {
+        backoff.pause();
+      } else {
+        apply_arrived();
+      }
+    }
+    counters_.write_back_wait_s += since(wait_start);
+  }
+  StagingMessage message;
+  message.round = round;
+  message.evict = std::move(plan.evict);
+  l2_->read(plan.insert, round, message.insert);
+  for (const RowId& id : message.evict) pending_[id] += 1;
+  evicted_[owner_index].emplace_back(round, message.evict);
+  ++counters_.rounds;
+  counters_.staging_s += since(start);
+  return message;
+}
+
+void ProducerStaging::finish_training() {
+  comm::Backoff backoff;
+  while (true) {
+    poll();
+    apply_arrived();
+    bool all = true;
+    for (bool f : flushed_) all = all && f;
+    if (all) break;
+    backoff.pause();
+  }
+  for (const auto& queue : evicted_) {
+    if (!queue.empty()) throw Error("a trainer flushed before writing back round " + std::to_string(queue.front().first));
+  }
+  l2_->flush();
+  for (int rank : owner_ranks_) {
+    int done = 1;
+    comm::check_mpi(MPI_Send(&done, 1, MPI_INT, rank, comm::kTagFlushDone, world_), "MPI_Send");
+  }
+}
+
+}  // namespace strata::store

@@ -1,0 +1,80 @@
+// ProducerStaging: the parameter work of a producer in Scheme B. For every
+// round it plans each of its trainers' L1 (L1Directory), reads the missing rows
+// from its L2 (and through it from L3), and tracks the rows evicted from L1
+// until their write-backs arrive, so that no row is ever staged from a copy
+// older than the one an L1 is still sending back.
+#pragma once
+
+#include <mpi.h>
+
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "config/options.hpp"
+#include "store/eviction_policy.hpp"
+#include "store/l1_directory.hpp"
+#include "store/l2_host_tier.hpp"
+#include "store/staging_message.hpp"
+
+namespace strata::store {
+
+struct StagingCounters {
+  uint64_t l1_hits = 0, l1_misses = 0, l1_evictions = 0;
+  uint64_t rounds = 0;
+  double write_back_wait_s = 0;  // waiting for an L1 to return an evicted row
+  double staging_s = 0;          // planning and reading rows
+};
+
+// Rows per cache budget: the arena holds `width` floats per row.
+int64_t rows_for_budget(double megabytes, int width);
+
+class ProducerStaging {
+ public:
+  // owners: trainer indices this producer feeds; owner_ranks: their world ranks.
+  ProducerStaging(const RunOptions& options, int width, std::vector<int> owners, std::vector<int> owner_ranks,
+                  std::vector<int> server_ranks, MPI_Comm world);
+
+  // Round r's rows owned by owners()[i] (unique), from every producer's batches.
+  void add_round(int64_t round, const std::vector<std::vector<RowId>>& rows_per_owner);
+  // The staging message of round r for owners()[i]. Call once per owner, in round order.
+  StagingMessage stage(int64_t round, size_t owner_index);
+  // Receives write-backs that have arrived (any wait loop may call it).
+  void poll();
+  // End of training: applies every write-back and flush, writes L2 down to the
+  // servers, then tells each trainer it may read the servers.
+  void finish_training();
+
+  const std::vector<int>& owners() const { return owners_; }
+  const StagingCounters& counters() const { return counters_; }
+  const L2Counters& l2_counters() const { return l2_->counters(); }
+  int64_t l1_capacity_rows() const { return l1_rows_; }
+  int64_t l2_capacity_rows() const { return l2_->capacity(); }
+
+ private:
+  struct Arrived {
+    size_t owner_index;
+    std::vector<char> bytes;
+  };
+  void apply_arrived();
+  bool is_pending(const RowId& id) const { return pending_.count(id) != 0; }
+
+  int depth_;
+  int width_;
+  int64_t l1_rows_;
+  std::vector<int> owners_;
+  std::vector<int> owner_ranks_;
+  MPI_Comm world_;
+  std::unique_ptr<EvictionPolicy> policy_;
+  std::vector<L1Directory> directories_;
+  std::unique_ptr<L2HostTier> l2_;
+  std::deque<Arrived> arrived_;
+  // Per owner: the rounds whose evictions have not been written back yet.
+  std::vector<std::deque<std::pair<int64_t, std::vector<RowId>>>> evicted_;
+  std::unordered_map<RowId, int, RowIdHash> pending_;  // evicted, write-back not yet applied
+  std::vector<bool> flushed_;
+  StagingCounters counters_;
+};
+
+}  // namespace strata::store

@@ -1,0 +1,58 @@
+// RowCache: a bounded set of rows with insert, lookup and erase, in one arena of
+// `capacity` rows allocated up front (the level's byte budget). Used by the L1
+// device tier and the L2 host tier. Each row carries a dirty bit: it is newer
+// than the copy in the level below.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "store/row_key.hpp"
+
+namespace strata::store {
+
+struct RowIdHash {
+  size_t operator()(const RowId& id) const { return static_cast<size_t>(mix64(id.key, id.table)); }
+};
+
+class RowCache {
+ public:
+  RowCache(int64_t capacity_rows, int width);
+
+  int width() const { return width_; }
+  int64_t capacity() const { return capacity_; }
+  int64_t size() const { return static_cast<int64_t>(slot_of_.size()); }
+  bool full() const { return size() >= capacity_; }
+  size_t arena_bytes() const { return arena_.size() * sizeof(float); }
+
+  int64_t find(const RowId& id) const {
+    auto it = slot_of_.find(id);
+    return it == slot_of_.end() ? -1 : it->second;
+  }
+  // Inserts a row (must be absent, cache must not be full); returns its slot.
+  int64_t insert(const RowId& id, const float* values, bool dirty);
+  void erase(int64_t slot);
+
+  float* row(int64_t slot) { return arena_.data() + static_cast<size_t>(slot) * width_; }
+  const float* row(int64_t slot) const { return arena_.data() + static_cast<size_t>(slot) * width_; }
+  bool dirty(int64_t slot) const { return dirty_[slot] != 0; }
+  void set_dirty(int64_t slot, bool dirty) { dirty_[slot] = dirty ? 1 : 0; }
+  const RowId& id(int64_t slot) const { return ids_[slot]; }
+
+  template <class F>
+  void for_each(F&& f) const {
+    for (const auto& [id, slot] : slot_of_) f(id, slot);
+  }
+
+ private:
+  int64_t capacity_;
+  int width_;
+  std::vector<float> arena_;       // (capacity, width)
+  std::vector<uint8_t> dirty_;     // (capacity)
+  std::vector<RowId> ids_;         // (capacity)
+  std::vector<int64_t> free_slots_;
+  std::unordered_map<RowId, int64_t, RowIdHash> slot_of_;
+};
+
+}  // namespace strata::store

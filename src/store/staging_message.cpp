@@ -1,0 +1,47 @@
+#include "store/staging_message.hpp"
+
+#include "comm/wire.hpp"
+
+namespace strata::store {
+
+void append_row_block(const RowBlock& block, std::vector<char>& out) {
+  comm::ByteWriter writer(out);
+  writer.put<int32_t>(block.width);
+  writer.put_vector(block.ids);
+  writer.put_vector(block.values);
+}
+
+RowBlock read_row_block(const char* data, size_t size, size_t* consumed) {
+  comm::ByteReader reader(data, size, "row block");
+  RowBlock block;
+  block.width = reader.get<int32_t>();
+  reader.get_vector(block.ids);
+  reader.get_vector(block.values);
+  if (block.values.size() != block.ids.size() * static_cast<size_t>(block.width)) {
+    throw Error("row block: " + std::to_string(block.values.size()) + " values for " +
+                std::to_string(block.ids.size()) + " rows of width " + std::to_string(block.width));
+  }
+  if (consumed) *consumed = size - reader.remaining();
+  return block;
+}
+
+void append_staging(const StagingMessage& message, std::vector<char>& out) {
+  comm::ByteWriter writer(out);
+  writer.put<int64_t>(message.round);
+  writer.put_vector(message.evict);
+  append_row_block(message.insert, out);
+}
+
+StagingMessage read_staging(const char* data, size_t size) {
+  comm::ByteReader reader(data, size, "staging message");
+  StagingMessage message;
+  message.round = reader.get<int64_t>();
+  reader.get_vector(message.evict);
+  const size_t used = size - reader.remaining();
+  size_t consumed = 0;
+  message.insert = read_row_block(data + used, size - used, &consumed);
+  if (used + consumed != size) throw Error("staging message: trailing bytes");
+  return message;
+}
+
+}  // namespace strata::store

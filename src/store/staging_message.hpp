@@ -1,0 +1,39 @@
+// Wire forms of the tiered store's row traffic: a staging plan with the rows to
+// insert (producer -> owner trainer, bundled with that trainer's batch of the
+// same round) and a write-back of dirty rows (owner trainer -> producer,
+// producer -> server).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "store/row_key.hpp"
+
+namespace strata::store {
+
+struct RowBlock {
+  int width = 0;
+  std::vector<RowId> ids;      // (n)
+  std::vector<float> values;   // (n, width): values then optimizer state
+  size_t size() const { return ids.size(); }
+  void clear() { ids.clear(), values.clear(); }
+  void append(const RowId& id, const float* row) {
+    ids.push_back(id);
+    values.insert(values.end(), row, row + width);
+  }
+  const float* row(size_t i) const { return values.data() + i * width; }
+};
+
+struct StagingMessage {
+  int64_t round = -1;          // -1: no staging (ps mode)
+  std::vector<RowId> evict;
+  RowBlock insert;
+};
+
+void append_staging(const StagingMessage& message, std::vector<char>& out);
+StagingMessage read_staging(const char* data, size_t size);
+
+void append_row_block(const RowBlock& block, std::vector<char>& out);
+RowBlock read_row_block(const char* data, size_t size, size_t* consumed = nullptr);
+
+}  // namespace strata::store

@@ -1,0 +1,26 @@
+// Messages of the tiered store beside the batch stream: trainers write evicted
+// and flushed rows back to their producer; producers fetch rows from and write
+// rows back to the servers (L3) outside the trainers' server rounds.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::store {
+
+enum class WriteBackKind : uint32_t {
+  kRound = 1,  // the dirty rows evicted by one round's staging plan (maybe none)
+  kFlush = 2,  // every dirty row, at the end of training
+};
+
+struct WriteBackHeader {
+  WriteBackKind kind;
+  int64_t round;
+};
+
+// Producer -> server requests (tag kTagProducerRequest), served as they arrive.
+enum class ProducerOp : uint32_t {
+  kFetch = 1,      // payload: ids; reply: full rows (values + state), created if new
+  kWriteBack = 2,  // payload: row block; reply: an empty acknowledgement
+};
+
+}  // namespace strata::store

@@ -1,0 +1,68 @@
+// TieredStore: Scheme B on the trainer side. Every row belongs to one trainer
+// (owner_of) and is resident in that owner's L1 when a batch needs it: the
+// producers stage it there ahead of time. A step exchanges key lists, rows and
+// row gradients between trainers by all-to-all; owners sum gradients in rank
+// order and update their rows in L1. Evaluation and the final dump read the
+// servers after flush() has written every dirty row down to L3.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <vector>
+
+#include "store/l1_device_tier.hpp"
+#include "store/parameter_store.hpp"
+#include "store/remote_ps_store.hpp"
+
+namespace strata::store {
+
+struct TieredCounters {
+  uint64_t l1_hits = 0, l1_misses = 0, l1_evictions = 0, l1_write_backs = 0;
+  uint64_t bytes_staged = 0;      // L2 -> L1 (host to device)
+  uint64_t bytes_written_back = 0;  // L1 -> L2
+  uint64_t bytes_all_to_all = 0;    // trainer <-> trainer rows and gradients
+};
+
+class TieredStore : public ParameterStore {
+ public:
+  TieredStore(MPI_Comm world, MPI_Comm trainers, int producer_rank, std::vector<int> server_ranks,
+              int trainer_index, int dim, int num_tables, int64_t l1_rows,
+              std::unique_ptr<model::SparseOptimizer> optimizer);
+
+  const char* mode() const override { return "tiered"; }
+  void stage(const char* staging, size_t bytes) override;
+  void pull(const data::Batch& batch, std::vector<std::vector<float>>& rows, bool for_training) override;
+  void push(const data::Batch& batch, const std::vector<std::vector<float>>& grads) override;
+  void flush() override;
+  RowDump dump_rows() override;
+  void shutdown() override;
+
+  const TieredCounters& counters() const { return counters_; }
+  const L1DeviceTier& l1() const { return l1_; }
+
+ private:
+  void exchange(const std::vector<char>& send, const std::vector<int>& send_counts, std::vector<char>& receive,
+                std::vector<int>& receive_counts);
+
+  MPI_Comm world_;
+  MPI_Comm trainers_comm_;
+  int producer_rank_;
+  int trainer_index_;
+  int trainers_;
+  int dim_;
+  int num_tables_;
+  L1DeviceTier l1_;
+  RemotePsStore servers_;  // evaluation and dump, after flush()
+  bool flushed_ = false;
+  TieredCounters counters_;
+
+  // This step's requests, kept from pull() for push().
+  std::vector<std::vector<uint32_t>> table_of_request_;   // per owner: table of each key sent
+  std::vector<std::vector<uint32_t>> index_of_request_;   // per owner: unique index of each key sent
+  std::vector<RowId> received_ids_;                       // ids other trainers asked this owner for
+  std::vector<int> received_counts_;                      // per requester, in ids
+  std::vector<char> write_back_buffer_;
+};
+
+}  // namespace strata::store

@@ -1,0 +1,98 @@
+// Deck parsing: defaults, INI + command-line precedence, and clear errors.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "common/error.hpp"
+#include "config/deck.hpp"
+
+namespace strata {
+namespace {
+
+std::string write_deck(const std::string& name, const std::string& text) {
+  std::string path = testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string error_of(const std::vector<std::string>& args) {
+  try {
+    parse_run_options(args);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Deck, DefaultsWithoutDeck) {
+  RunOptions o = parse_run_options({});
+  EXPECT_EQ(o.train.batch_size, 256);
+  EXPECT_EQ(o.store.mode, "ps");
+  EXPECT_EQ(o.data.source, "synthetic");
+}
+
+TEST(Deck, CommandLineOverridesDeck) {
+  std::string deck = write_deck("a.ini", "[train]\nbatch_size = 64\nsteps = 10\n[layout]\ntrainers = 3\n");
+  RunOptions o = parse_run_options({"--config", deck, "--train.batch_size=32"});
+  EXPECT_EQ(o.train.batch_size, 32);
+  EXPECT_EQ(o.train.steps, 10);
+  EXPECT_EQ(o.layout.trainers, 3);
+  EXPECT_EQ(o.config_path, deck);
+}
+
+TEST(Deck, UnknownKeyNamesKeyAndSuggestion) {
+  std::string deck = write_deck("b.ini", "[train]\nbatchsize = 64\n");
+  std::string message = error_of({"--config", deck});
+  EXPECT_NE(message.find("train.batchsize"), std::string::npos) << message;
+  EXPECT_NE(message.find("train.batch_size"), std::string::npos) << message;
+  EXPECT_NE(message.find(deck), std::string::npos) << message;
+  message = error_of({"--store.prefetch=2"});
+  EXPECT_NE(message.find("store.prefetch"), std::string::npos) << message;
+  EXPECT_NE(message.find("store.prefetch_depth"), std::string::npos) << message;
+}
+
+TEST(Deck, BadValues) {
+  EXPECT_NE(error_of({"--store.mode=cache"}).find("allowed values: ps, tiered"), std::string::npos);
+  EXPECT_NE(error_of({"--data.source=parquet"}).find("criteo, csv, synthetic"), std::string::npos);
+  EXPECT_NE(error_of({"--train.batch_size=abc"}).find("batch_size"), std::string::npos);
+  EXPECT_NE(error_of({"--train.batch_size=0"}).find("train.batch_size must be >= 1"), std::string::npos);
+  EXPECT_NE(error_of({"--store.prefetch_depth=0"}).find("store.prefetch_depth"), std::string::npos);
+  EXPECT_NE(error_of({"--model.top_mlp=64,x"}).find("model.top_mlp"), std::string::npos);
+  EXPECT_NE(error_of({"--data.source=criteo"}).find("data.train"), std::string::npos);
+  EXPECT_NE(error_of({"--data.source=csv", "--data.train=x.csv"}).find("data.csv_columns"), std::string::npos);
+}
+
+TEST(Deck, MissingOrDirectoryDeck) {
+  EXPECT_NE(error_of({"--config", "/nonexistent.ini"}).find("does not exist"), std::string::npos);
+  EXPECT_NE(error_of({"--config", testing::TempDir()}).find("not a regular file"), std::string::npos);
+}
+
+TEST(Deck, ToIniRoundTrips) {
+  RunOptions o = parse_run_options({"--train.batch_size=48", "--model.top_mlp=16,8", "--data.strict=true"});
+  std::string deck = write_deck("c.ini", to_ini(o));
+  RunOptions back = parse_run_options({"--config", deck});
+  EXPECT_EQ(back.train.batch_size, 48);
+  EXPECT_EQ(back.model.top_mlp, "16,8");
+  EXPECT_TRUE(back.data.strict);
+  EXPECT_EQ(to_ini(back), to_ini(o));
+}
+
+TEST(Deck, HelpListsEveryKeyWithDefault) {
+  std::string help = deck_help();
+  for (const char* key : {"layout.producers", "data.source", "train.batch_size", "store.prefetch_depth",
+                          "output.dir", "optim.sparse_lr"}) {
+    EXPECT_NE(help.find(key), std::string::npos) << key;
+  }
+  EXPECT_NE(help.find("(=256)"), std::string::npos) << help;
+}
+
+TEST(Deck, ParseIntList) {
+  EXPECT_EQ(parse_int_list("64, 32 ,1", "k"), (std::vector<int>{64, 32, 1}));
+  EXPECT_THROW(parse_int_list("", "k"), Error);
+  EXPECT_THROW(parse_int_list("4,-1", "k"), Error);
+  EXPECT_THROW(parse_int_list("4,,1", "k"), Error);
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""End-to-end checks of `strata train` under mpirun: each case runs real MPI jobs
+of the built binary and asserts on their exit codes, messages and summary.json.
+
+usage: strata_e2e.py CASE --strata BIN --mpiexec MPIEXEC --workdir DIR
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TINY = os.path.join(HERE, "tiny.ini")
+
+
+class Runner:
+    def __init__(self, args):
+        self.strata = args.strata
+        self.mpiexec = args.mpiexec
+        self.workdir = args.workdir
+        os.makedirs(self.workdir, exist_ok=True)
+
+    def run(self, name, ranks, *options, deck=TINY, expect_ok=True, timeout=600):
+        out_dir = os.path.join(self.workdir, name)
+        cmd = [self.mpiexec, "-n", str(ranks), "--oversubscribe", "--bind-to", "none"]
+        if os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+        cmd += [self.strata, "train", "--config", deck, "--output.dir=" + out_dir, *options]
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        if expect_ok and proc.returncode != 0:
+            sys.stderr.write(proc.stdout + proc.stderr)
+            raise AssertionError(f"{name}: exit code {proc.returncode}, expected 0")
+        if not expect_ok:
+            return proc
+        with open(os.path.join(out_dir, "summary.json")) as f:
+            return json.load(f)
+
+    def expect_error(self, name, ranks, *options, contains, deck=TINY):
+        proc = self.run(name, ranks, *options, deck=deck, expect_ok=False)
+        text = proc.stdout + proc.stderr
+        assert proc.returncode != 0, f"{name}: exit code 0 for a bad input\n{text}"
+        for needle in contains:
+            assert needle in text, f"{name}: message lacks '{needle}':\n{text}"
+        print(f"{name}: exit {proc.returncode}, message ok")
+
+
+def case_same_seed_same_digest(r):
+    a = r.run("seed_a", 4, "--layout.trainers=2")
+    b = r.run("seed_b", 4, "--layout.trainers=2")
+    assert a["params_digest"] == b["params_digest"], (a["params_digest"], b["params_digest"])
+    c = r.run("seed_c", 4, "--layout.trainers=2", "--train.seed=2")
+    assert c["params_digest"] != a["params_digest"], "a different seed must train different numbers"
+    print("digest", a["params_digest"])
+
+
+def case_one_vs_two_trainers(r):
+    # Same global batch (256) and the same samples per step: 1 x 256 vs 2 x 128.
+    one = r.run("one_trainer", 3, "--layout.trainers=1", "--train.batch_size=256", "--train.steps=50")
+    two = r.run("two_trainers", 4, "--layout.trainers=2", "--train.batch_size=128", "--train.steps=50")
+    for key in ("eval_logloss", "eval_auc", "train_logloss"):
+        diff = abs(one[key] - two[key])
+        print(f"{key}: 1 trainer {one[key]:.8f}, 2 trainers {two[key]:.8f}, |diff| {diff:.2e}")
+        assert diff < 1e-4, f"{key} differs by {diff}"
+    assert one["sparse_rows"] == two["sparse_rows"]
+
+
+def case_servers_and_producers(r):
+    # The number of servers and producers must not change the numbers (synthetic data).
+    base = r.run("layout_base", 4, "--layout.trainers=2")
+    more = r.run("layout_more", 6, "--layout.trainers=2", "--layout.servers=2", "--layout.producers=2")
+    assert base["params_digest"] == more["params_digest"], "server/producer count changed the result"
+
+
+def case_reaches_teacher_auc(r):
+    s = r.run("auc", 4, "--layout.trainers=2", deck=os.path.join(HERE, "auc.ini"))
+    gap = s["teacher_auc"] - s["eval_auc"]
+    print(f"eval AUC {s['eval_auc']:.4f}, teacher AUC {s['teacher_auc']:.4f}, gap {gap:.4f}")
+    assert gap < 0.03, f"eval AUC {s['eval_auc']} is more than 0.03 below the teacher's {s['teacher_auc']}"
+
+
+def case_summary_fields(r):
+    s = r.run("fields", 3)
+    for key in ("mode", "steps", "samples", "samples_per_s", "train_logloss", "eval_auc", "eval_logloss",
+                "bytes", "params_digest"):
+        assert key in s, f"summary.json lacks {key}"
+    assert s["mode"] == "ps" and s["steps"] == 60 and s["samples"] == 60 * 128
+    assert s["bytes"]["server_to_trainer"] > 0 and s["bytes"]["producer_to_trainer"] > 0
+    lines = open(os.path.join(r.workdir, "fields", "metrics.jsonl")).read().splitlines()
+    assert len(lines) == 3, lines
+    assert json.loads(lines[-1])["step"] == 60
+
+
+def case_bad_inputs(r):
+    r.expect_error("unknown_key", 3, "--train.batchsize=4", contains=["unknown key 'train.batchsize'",
+                                                                    "train.batch_size"])
+    r.expect_error("bad_choice", 3, "--store.mode=cache", contains=["store.mode", "allowed values: ps, tiered"])
+    r.expect_error("bad_type", 3, "--train.batch_size=many", contains=["batch_size"])
+    r.expect_error("bad_layout", 4, contains=["4 ranks", "layout needs 3"])
+    r.expect_error("missing_deck", 3, deck="/nonexistent/deck.ini", contains=["/nonexistent/deck.ini", "does not exist"])
+    r.expect_error("missing_data", 3, "--data.source=criteo", "--data.train=/nonexistent/train.tsv",
+                   contains=["/nonexistent/train.tsv"])
+    bad_deck = os.path.join(r.workdir, "bad.ini")
+    with open(bad_deck, "w") as f:
+        f.write("[train]\nbatch_size = 64\nlearning_rate = 0.1\n")
+    r.expect_error("unknown_deck_key", 3, deck=bad_deck, contains=["train.learning_rate", bad_deck])
+    r.expect_error("bad_mlp", 3, "--model.bottom_mlp=32,7", contains=["model.bottom_mlp"])
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("case", choices=sorted(CASES))
+    parser.add_argument("--strata", required=True)
+    parser.add_argument("--mpiexec", required=True)
+    parser.add_argument("--workdir", required=True)
+    args = parser.parse_args()
+    CASES[args.case](Runner(args))
+    print(f"{args.case}: passed")
