@@ -160,10 +160,13 @@ RunOptions parse_run_options(const std::vector<std::string>& args) {
 
   po::variables_map values;
   try {
-    po::store(po::command_line_parser(args).options(command_line).run(), values);
+    // No abbreviations: --store.prefetch must not silently mean store.prefetch_depth.
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(args).options(command_line).style(style).run(), values);
   } catch (const po::unknown_option& e) {
     std::string key = e.get_option_name();
     while (!key.empty() && key.front() == '-') key.erase(0, 1);
+    if (key.find('=') != std::string::npos) key.erase(key.find('='));
     throw unknown_key_error(key, " on the command line");
   } catch (const po::error& e) {
     throw Error(std::string("bad command line: ") + e.what(),

@@ -12,7 +12,7 @@ namespace {
 LayoutOptions layout_for(int world) {
   LayoutOptions o;
   o.servers = 1;
-  o.producers = world >= 4 ? 2 : 1;
+  o.producers = world >= 5 ? 2 : 1;
   o.trainers = world - o.servers - o.producers;
   return o;
 }

@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 
+#include "common/error.hpp"
 #include "config/options.hpp"
 #include "model/optimizers.hpp"
 #include "store/row_init.hpp"
