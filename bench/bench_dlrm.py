@@ -20,6 +20,7 @@ prints the load it found. The last lines are the ratios:
 Run: /usr/bin/python3 bench/bench_dlrm.py [--build-dir build] [--json out.json]
 """
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -35,6 +36,8 @@ PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch; not the python3 on 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build-dir", default=os.environ.get("STRATA_BUILD_DIR", "build"))
+    p.add_argument("--strata-bin", default="", help="strata binary (default BUILD_DIR/bin/strata); "
+                   "it is copied first, so that a rebuild during the benchmark does not mix binaries")
     p.add_argument("--batches", default="256,1024", help="global batch sizes")
     p.add_argument("--seconds", type=float, default=15.0, help="target training time of each run")
     p.add_argument("--repeats", type=int, default=2, help="runs per configuration; the best counts")
@@ -80,11 +83,8 @@ class Strata:
     def __init__(self, args, trainers):
         self.args, self.trainers = args, trainers
         self.name = f"strata {trainers}t+1p+1s"
-        self.bin = Path(args.build_dir) / "bin" / "strata"
-        if not self.bin.is_absolute():
-            self.bin = REPO / self.bin
-        self.run_root = Path(args.build_dir if Path(args.build_dir).is_absolute() else REPO / args.build_dir) \
-            / "bench" / "dlrm_runs"
+        self.bin = args.strata_snapshot
+        self.run_root = args.run_root
 
     def command(self, batch, steps, out_dir):
         ranks = self.trainers + 2
@@ -169,9 +169,18 @@ def measure(peer, batch, args):
 def main():
     args = parse_args()
     batches = [int(b) for b in args.batches.split(",")]
+    build = Path(args.build_dir) if Path(args.build_dir).is_absolute() else REPO / args.build_dir
+    source = Path(args.strata_bin) if args.strata_bin else build / "bin" / "strata"
+    if not source.exists():
+        sys.exit(f"bench_dlrm: {source} not found; build it (cmake --build {args.build_dir} --target strata)")
+    args.run_root = build / "bench" / "dlrm_runs"
+    args.run_root.mkdir(parents=True, exist_ok=True)
+    args.strata_snapshot = args.run_root / "strata"
+    shutil.copy2(source, args.strata_snapshot)
+    digest = hashlib.sha256(args.strata_snapshot.read_bytes()).hexdigest()[:16]
+    built = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(source.stat().st_mtime))
+    print(f"# strata binary {source} (built {built}, sha256 {digest}), run from a copy", flush=True)
     peers = [Strata(args, 1), Strata(args, 2), PyTorch(args)]
-    if not peers[0].bin.exists():
-        sys.exit(f"bench_dlrm: {peers[0].bin} not found; build it (cmake --build {args.build_dir} --target strata)")
     print(f"# DLRM throughput, {args.cores} cores, data {args.data or f'synthetic zipf {args.zipf} vocab {args.vocab}'}, "
           f"~{args.seconds:.0f} s per run, best of {args.repeats}", flush=True)
     results = {}

@@ -136,6 +136,7 @@ std::string closest_key(const std::string& key) {
   std::string best;
   size_t best_distance = SIZE_MAX;
   for (const auto& candidate : all_keys()) {
+    if (candidate.rfind(key, 0) == 0) return candidate;  // a truncated key
     size_t d = edit_distance(key, candidate);
     if (d < best_distance) best_distance = d, best = candidate;
   }

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs strata's benchmarks (make bench): DLRM throughput against PyTorch, then the
+# SGEMM limit of the machine with the MLP FLOP rate strata reached. Logs and JSON go
+# to $STRATA_BUILD_DIR/bench/. The cores must be otherwise idle (see bench_dlrm.py).
+# Usage: STRATA_BUILD_DIR=build bash bench/run_all.sh [bench_dlrm.py options]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${STRATA_BUILD_DIR:-build}
+OUT="$BUILD_DIR/bench"
+mkdir -p "$OUT"
+
+if [[ ! -x "$BUILD_DIR/bin/bench_gemm_peak" || ! -x "$BUILD_DIR/bin/strata" ]]; then
+  cmake --build "$BUILD_DIR" -j "$(nproc)" --target strata bench_gemm_peak
+fi
+
+# Debian's interpreter: it has python3-torch; the python3 first on PATH does not.
+/usr/bin/python3 bench/bench_dlrm.py --build-dir "$BUILD_DIR" --json "$OUT/dlrm.json" "$@" | tee "$OUT/dlrm.txt"
+
+# Every strata run's per-trainer batch (the GEMMs' M) and samples/s, for the GEMM report.
+mapfile -t STRATA_RUNS < <(/usr/bin/python3 - "$OUT/dlrm.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for x in r["results"]:
+    if x["peer"].startswith("strata"):
+        trainers = int(x["peer"].split()[1][0])
+        print(f"--strata={x['global_batch'] // trainers}:{x['samples_per_s']:.0f}:{trainers}t@{x['global_batch']}")
+PY
+)
+echo
+"$BUILD_DIR/bin/bench_gemm_peak" --threads=1,2 --batches=128,256,512,1024 --square=1024 "${STRATA_RUNS[@]}" \
+  | tee "$OUT/gemm_peak.txt"
+
+echo
+grep '^ratio strata/pytorch' "$OUT/dlrm.txt"
