@@ -11,13 +11,22 @@ namespace strata::data {
 
 namespace {
 
+struct HexDigits {
+  bool is_digit[256] = {};
+  constexpr HexDigits() {
+    for (int c = '0'; c <= '9'; ++c) is_digit[c] = true;
+    for (int c = 'a'; c <= 'f'; ++c) is_digit[c] = true;
+    for (int c = 'A'; c <= 'F'; ++c) is_digit[c] = true;
+  }
+};
+constexpr HexDigits kHex;
+
 bool is_hex(std::string_view text) {
   if (text.empty() || text.size() > 16) return false;
-  for (char c : text) {
-    const bool digit = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-    if (!digit) return false;
-  }
-  return true;
+  // A table lookup and no early exit: branch-free over the usual 8 digits.
+  bool all = true;
+  for (char c : text) all &= kHex.is_digit[static_cast<unsigned char>(c)];
+  return all;
 }
 
 // Column names as in the Criteo documentation: label, I1..I13, C1..C26.
@@ -46,10 +55,11 @@ bool CriteoParser::parse(std::string_view line, Batch& batch, LineError& error) 
   bool more = true;  // false once the last field of the line is taken: the rest are empty
   auto next_field = [&]() -> std::string_view {
     if (!more) return {};
-    const char* tab = static_cast<const char*>(std::memchr(p, '\t', size_t(end - p)));
-    const char* stop = tab ? tab : end;
+    // A plain loop: Criteo fields are 0-16 bytes, too short for memchr's set-up to pay.
+    const char* stop = p;
+    while (stop != end && *stop != '\t') ++stop;
     std::string_view field(p, size_t(stop - p));
-    if (tab) p = tab + 1; else more = false;
+    if (stop != end) p = stop + 1; else more = false;
     return field;
   };
 

@@ -25,6 +25,7 @@
 #include "common/error.hpp"
 #include "common/rng.hpp"
 #include "data/feature_hash.hpp"
+#include "data/text_format.hpp"
 #include "data/zipf_sampler.hpp"
 
 namespace strata::data {
@@ -40,6 +41,11 @@ constexpr double kDenseStd = 0.25;       // std of the dense weights a_j
 constexpr double kClickRate = 0.30;      // target mean label (the bias is calibrated to it)
 constexpr int kCalibrationSamples = 8192;
 constexpr uint64_t kRankShrinkCached = 4096;
+// Dense counts are drawn by inverting their CDF at one of 1024 equiprobable
+// quantiles: a table lookup instead of exp and log per value, tails cut at ~3.3 sigma.
+constexpr int kDenseQuantileBits = 10;
+constexpr size_t kDenseQuantiles = size_t(1) << kDenseQuantileBits;
+constexpr int kDenseLanes = 6;  // quantile indices per 64-bit hash
 
 // Salts keep the purposes of the hash streams apart.
 constexpr uint64_t kStreamSalt = 0x53545245414d0000ULL;   // "STREAM"
@@ -48,11 +54,20 @@ constexpr uint64_t kShapeSalt = 0x5348415045000000ULL;    // "SHAPE" (dense dist
 constexpr uint64_t kDenseSalt = 0x44454e5345000000ULL;
 constexpr uint64_t kTableSalt = 0x5441424c45000000ULL;
 constexpr uint64_t kLabelSalt = 0x4c4142454c000000ULL;
-constexpr uint64_t kPairSalt = 0x5041495253000000ULL;
 constexpr uint64_t kCalibrationStream = 0xCA11B;
 
 // Uniform in [-sqrt(3), sqrt(3)): unit variance.
 inline double unit_uniform(uint64_t bits) { return (to_unit_double(bits) * 2.0 - 1.0) * 1.7320508075688772; }
+
+// Inverse of the standard normal CDF by bisection on erfc (setup only, not hot).
+double inverse_normal_cdf(double p) {
+  double lo = -40.0, hi = 40.0;
+  for (int i = 0; i < 200 && hi - lo > 1e-13; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
 
 // Comma list of positive integers with one value (for every table) or `count` values.
 std::vector<int64_t> parse_per_table(const std::string& text, const std::string& key, int count,
@@ -127,8 +142,8 @@ struct SyntheticDataset::Impl {
   std::vector<double> first_order_scale;  // (num_tables) std of w_t at the head, over hotness
   std::vector<double> pair_scale;         // (num_tables) of e_t at the head, over hotness
   std::vector<double> rank_shrink;        // (kRankShrinkCached) g(v) of the head ranks
-  std::vector<double> dense_mu, dense_sigma, dense_weight, dense_center;  // (num_dense)
-  float log1p_small[1024];                // log1p(n) for the common small counts
+  std::vector<double> dense_weight, dense_center;  // (num_dense) teacher weight a_j and centre c_j
+  std::vector<float> dense_quantiles;     // (num_dense, kDenseQuantiles) transformed counts by quantile
 
   // Per-call buffers of fill(), reused across calls on one thread.
   struct Scratch {
@@ -140,10 +155,6 @@ struct SyntheticDataset::Impl {
 
   uint64_t stream_seed(Stream stream) const { return mix64(seed ^ kStreamSalt, uint64_t(stream)); }
   static uint64_t sample_base(uint64_t stream, int64_t index) { return mix64(stream, uint64_t(index)); }
-
-  float transformed_count(double count) const {
-    return count < 1024.0 ? log1p_small[int(count)] : float(std::log1p(count));
-  }
 
   static double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
   static bool draw_label(uint64_t base, double probability) {
@@ -167,14 +178,14 @@ struct SyntheticDataset::Impl {
       const uint64_t dense_base = scratch.base[i] ^ kDenseSalt;
       float* row = dense + i * size_t(num_dense);
       double logit = 0.0;
+      uint64_t bits = 0;
       for (int j = 0; j < num_dense; ++j) {
-        // Irwin-Hall(4) normal approximation from one hash: log-normal-like counts
-        // with tails cut at ~3.5 sigma, which is all a synthetic count needs.
-        const uint64_t bits = mix64(dense_base + uint64_t(j));
-        const double z = (double((bits & 0xffff) + ((bits >> 16) & 0xffff) + ((bits >> 32) & 0xffff) +
-                                 (bits >> 48)) * (1.0 / 65536.0) - 2.0) * 1.7320508075688772;
-        row[j] = transformed_count(std::floor(std::exp(dense_mu[j] + dense_sigma[j] * z)));
-        logit += dense_weight[j] * (double(row[j]) - dense_center[j]);
+        // One hash gives six 10-bit quantile indices.
+        const int lane = j % kDenseLanes;
+        if (lane == 0) bits = mix64(dense_base + uint64_t(j / kDenseLanes));
+        const size_t q = size_t(bits >> (kDenseQuantileBits * lane)) & (kDenseQuantiles - 1);
+        row[j] = dense_quantiles[size_t(j) * kDenseQuantiles + q];
+        logit += dense_weight[size_t(j)] * (double(row[j]) - dense_center[size_t(j)]);
       }
       logits[i] = logit;
     }
@@ -200,11 +211,12 @@ struct SyntheticDataset::Impl {
         for (size_t k = 0; k < h; ++k) {
           const uint64_t v = values[i * h + k];
           const double g = v < kRankShrinkCached ? rank_shrink[v] : 1.0 / std::sqrt(1.0 + double(v) / kRankScale);
-          w += g * unit_uniform(mix64(tseed + v));
-          const uint64_t bits = mix64((tseed + v) ^ kPairSalt);
+          // One hash per value: 16 bits for w, 12 bits for each e component,
+          // all uniform in [-1, 1) -- plenty of resolution for teacher weights.
+          const uint64_t bits = mix64(tseed + v);
+          w += g * (double(bits & 0xffff) * (2.0 / 65536.0) - 1.0);
           for (int c = 0; c < kTeacherDim; ++c) {
-            // 16 bits per component, uniform in [-1, 1): plenty for a teacher weight.
-            e[c] += g * (double((bits >> (16 * c)) & 0xffff) * (2.0 / 65536.0) - 1.0);
+            e[c] += g * (double((bits >> (16 + 12 * c)) & 0xfff) * (2.0 / 4096.0) - 1.0);
           }
         }
         logits[i] += fo * w;
@@ -316,21 +328,26 @@ SyntheticDataset::SyntheticDataset(const DataOptions& options) {
     m.teacher_seed.push_back(ts);
     // Tables differ in how much they matter, as Criteo's do.
     const double strength = 0.5 + to_unit_double(mix64(ts, 1));
-    m.first_order_scale.push_back(strength * kFirstOrderStd / double(m.hotness.back()));
-    // e components are uniform in [-1, 1): variance 1/3.
+    // w and e components are uniform in [-1, 1): variance 1/3.
+    m.first_order_scale.push_back(strength * kFirstOrderStd * 1.7320508075688772 / double(m.hotness.back()));
     m.pair_scale.push_back(std::sqrt(strength) * kPairStd * 1.7320508075688772 / double(m.hotness.back()));
   }
-  for (int n = 0; n < 1024; ++n) m.log1p_small[n] = float(std::log1p(double(n)));
   for (uint64_t v = 0; v < kRankShrinkCached; ++v) {
     m.rank_shrink.push_back(1.0 / std::sqrt(1.0 + double(v) / kRankScale));
   }
-  // Dense features: log-normal counts with medians from 1 to ~33 and a spread of
-  // 0.5 to 1.5 in log space.
+  // Dense features: integer counts, log-normal with medians from 1 to ~33 and a
+  // spread of 0.5 to 1.5 in log space, then the same log1p transform as Criteo's.
   const double weight_scale = kDenseStd * std::sqrt(13.0 / double(std::max(1, m.num_dense)));
+  m.dense_quantiles.resize(size_t(m.num_dense) * kDenseQuantiles);
+  std::vector<double> z(kDenseQuantiles);
+  for (size_t q = 0; q < kDenseQuantiles; ++q) z[q] = inverse_normal_cdf((double(q) + 0.5) / double(kDenseQuantiles));
   for (int j = 0; j < m.num_dense; ++j) {
     const uint64_t s = mix64(m.seed ^ kShapeSalt, uint64_t(j));
-    m.dense_mu.push_back(3.5 * to_unit_double(mix64(s, 1)));
-    m.dense_sigma.push_back(0.5 + to_unit_double(mix64(s, 2)));
+    const double mu = 3.5 * to_unit_double(mix64(s, 1));
+    const double sigma = 0.5 + to_unit_double(mix64(s, 2));
+    for (size_t q = 0; q < kDenseQuantiles; ++q) {
+      m.dense_quantiles[size_t(j) * kDenseQuantiles + q] = dense_transform(std::floor(std::exp(mu + sigma * z[q])));
+    }
     m.dense_weight.push_back(weight_scale * unit_uniform(mix64(s, 3)));
     m.dense_center.push_back(0.0);
   }

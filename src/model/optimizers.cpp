@@ -2,6 +2,7 @@
 // few tens of thousands of dense weights, or one embedding row at a time).
 #include "model/optimizers.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.hpp"

@@ -78,6 +78,9 @@ class Producer {
       report_.bytes_l3_to_l2 = l2.bytes_from_l3, report_.bytes_l2_to_l3 = l2.bytes_to_l3;
       report_.staging_s = c.staging_s, report_.write_back_wait_s = c.write_back_wait_s;
       report_.l3_wait_s = l2.fetch_wait_s;
+      report_.max_window_rows = c.max_window_rows;
+      report_.l1_capacity_rows = staging_->l1_capacity_rows();
+      report_.l2_capacity_rows = staging_->l2_capacity_rows();
     }
     return report_;
   }

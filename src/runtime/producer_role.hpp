@@ -23,6 +23,7 @@ struct ProducerReport {
   uint64_t l2_hits = 0, l2_misses = 0, l2_evictions = 0, l2_write_backs = 0, fallback_rows = 0;
   uint64_t bytes_l3_to_l2 = 0, bytes_l2_to_l3 = 0;
   double staging_s = 0, write_back_wait_s = 0, l3_wait_s = 0;
+  int64_t max_window_rows = 0, l1_capacity_rows = 0, l2_capacity_rows = 0;
 };
 
 // True when the run evaluates at the end (same answer on every rank).

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "comm/mpi_channel.hpp"
@@ -21,10 +22,13 @@ namespace {
 struct RankReport {
   int32_t role = 0;
   int32_t index = 0;
-  double values[12] = {};
+  double values[24] = {};
 };
 
-enum ProducerField { kBatches, kSamples, kBytesSent, kBuildS, kBlockedS, kLines, kMalformed };
+enum ProducerField { kBatches, kSamples, kBytesSent, kBuildS, kBlockedS, kLines, kMalformed, kL1Hits, kL1Misses,
+                     kL1Evictions, kL2Hits, kL2Misses, kL2Evictions, kL2WriteBacks, kFallbackRows, kBytesL3ToL2,
+                     kBytesL2ToL3, kStagingS, kWriteBackWaitS, kL3WaitS, kMaxWindowRows, kL1CapacityRows,
+                     kL2CapacityRows };
 enum ServerField { kRounds, kRows, kMemoryBytes };
 enum TrainerField { kStallS, kPullWaitS, kRowsPulled, kBytesPulled, kRowsPushed, kBytesPushed, kBytesRequested,
                     kBytesBatches, kBytesAllreduce };
@@ -34,6 +38,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
   double bytes_pulled = 0, bytes_pushed = 0, bytes_requested = 0, bytes_batches = 0, bytes_allreduce = 0;
   double rows_pulled = 0, rows_pushed = 0, stall = 0, pull_wait = 0;
   double lines = 0, malformed = 0, server_rows = 0, server_memory = 0, producer_blocked = 0, producer_build = 0;
+  double tiered[24] = {};  // producer fields summed (maxima for the row counts)
   for (const auto& r : reports) {
     const double* v = r.values;
     switch (static_cast<Role>(r.role)) {
@@ -45,6 +50,8 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
         break;
       case Role::kProducer:
         lines += v[kLines], malformed += v[kMalformed];
+        for (int f = kL1Hits; f <= kL3WaitS; ++f) tiered[f] += v[f];
+        for (int f = kMaxWindowRows; f <= kL2CapacityRows; ++f) tiered[f] = std::max(tiered[f], v[f]);
         producer_blocked += v[kBlockedS], producer_build += v[kBuildS];
         break;
       case Role::kServer:
@@ -81,6 +88,24 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
       {"servers", {{"rows", server_rows}, {"memory_bytes", server_memory}}},
   };
   if (teacher_auc >= 0) summary["teacher_auc"] = teacher_auc;
+  if (options.store.mode == "tiered") {
+    auto rate = [](double hits, double misses) { return hits + misses > 0 ? hits / (hits + misses) : 0.0; };
+    summary["levels"] = {
+        {"l1", {{"hits", tiered[kL1Hits]}, {"misses", tiered[kL1Misses]},
+                {"hit_rate", rate(tiered[kL1Hits], tiered[kL1Misses])}, {"evictions", tiered[kL1Evictions]},
+                {"capacity_rows", tiered[kL1CapacityRows]}, {"max_window_rows", tiered[kMaxWindowRows]}}},
+        {"l2", {{"hits", tiered[kL2Hits]}, {"misses", tiered[kL2Misses]},
+                {"hit_rate", rate(tiered[kL2Hits], tiered[kL2Misses])}, {"evictions", tiered[kL2Evictions]},
+                {"write_backs", tiered[kL2WriteBacks]}, {"capacity_rows", tiered[kL2CapacityRows]},
+                {"fallback_rows", tiered[kFallbackRows]}}},
+    };
+    summary["bytes"]["l3_to_l2"] = tiered[kBytesL3ToL2];
+    summary["bytes"]["l2_to_l3"] = tiered[kBytesL2ToL3];
+    summary["bytes_per_sample"]["l3_to_l2"] = tiered[kBytesL3ToL2] / samples;
+    summary["time_s"]["producer_staging"] = tiered[kStagingS];
+    summary["time_s"]["producer_write_back_wait"] = tiered[kWriteBackWaitS];
+    summary["time_s"]["producer_l3_wait"] = tiered[kL3WaitS];
+  }
   return summary;
 }
 
@@ -121,6 +146,13 @@ int run_train_job(const RunOptions& options, MPI_Comm world) {
       v[kBatches] = double(r.batches), v[kSamples] = double(r.samples), v[kBytesSent] = double(r.bytes_sent);
       v[kBuildS] = r.build_s, v[kBlockedS] = r.blocked_s, v[kLines] = double(r.parse.lines);
       v[kMalformed] = double(r.parse.malformed);
+      v[kL1Hits] = double(r.l1_hits), v[kL1Misses] = double(r.l1_misses), v[kL1Evictions] = double(r.l1_evictions);
+      v[kL2Hits] = double(r.l2_hits), v[kL2Misses] = double(r.l2_misses), v[kL2Evictions] = double(r.l2_evictions);
+      v[kL2WriteBacks] = double(r.l2_write_backs), v[kFallbackRows] = double(r.fallback_rows);
+      v[kBytesL3ToL2] = double(r.bytes_l3_to_l2), v[kBytesL2ToL3] = double(r.bytes_l2_to_l3);
+      v[kStagingS] = r.staging_s, v[kWriteBackWaitS] = r.write_back_wait_s, v[kL3WaitS] = r.l3_wait_s;
+      v[kMaxWindowRows] = double(r.max_window_rows), v[kL1CapacityRows] = double(r.l1_capacity_rows);
+      v[kL2CapacityRows] = double(r.l2_capacity_rows);
       if (r.parse.malformed > 0) {
         spdlog::warn("producer {}: skipped {} malformed of {} lines", context.index, r.parse.malformed, r.parse.lines);
       }

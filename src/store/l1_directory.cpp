@@ -4,8 +4,8 @@
 
 namespace strata::store {
 
-L1Directory::L1Directory(int owner, int64_t capacity_rows, const EvictionPolicy& policy)
-    : owner_(owner), capacity_(capacity_rows), policy_(policy), queue_(policy) {}
+L1Directory::L1Directory(int owner, int64_t capacity_rows, int row_bytes, const EvictionPolicy& policy)
+    : owner_(owner), capacity_(capacity_rows), row_bytes_(row_bytes), policy_(policy), queue_(policy) {}
 
 void L1Directory::add_round(int64_t round, std::vector<RowId> rows) {
   for (const RowId& id : rows) {
@@ -83,6 +83,17 @@ StagingPlan L1Directory::plan(int64_t round, int depth) {
     if (it != present_.end()) it->second.pins = count;
   }
 
+  // The window's working set must fit whatever the policy would do: a budget
+  // below it is refused with the number to use, never left to chance.
+  if (window_rows() > capacity_) {
+    throw Error("the L1 tier of trainer " + std::to_string(owner_) + " holds " + std::to_string(capacity_) +
+                    " rows but the prefetch window [" + std::to_string(round) + ", " +
+                    std::to_string(round + depth) + "] needs " + std::to_string(window_rows()) + " distinct rows",
+                "raise store.l1_mb to at least " +
+                    std::to_string(double(window_rows()) * row_bytes_ / 1048576.0) + " (" +
+                    std::to_string(window_rows()) + " rows of " + std::to_string(row_bytes_) +
+                    " bytes), or lower store.prefetch_depth or train.batch_size");
+  }
   StagingPlan plan;
   plan.round = round;
   for (const RowId& id : rounds_.front().second) {
@@ -94,13 +105,7 @@ StagingPlan L1Directory::plan(int64_t round, int depth) {
     }
     if (size() >= capacity_) {
       const int64_t victim = queue_.peek_victim();
-      if (victim < 0) {
-        throw Error("the L1 tier of trainer " + std::to_string(owner_) + " holds " + std::to_string(capacity_) +
-                        " rows but the prefetch window at round " + std::to_string(round) + " needs " +
-                        std::to_string(window_rows()) + " pinned rows",
-                    "raise store.l1_mb to hold at least " + std::to_string(window_rows()) +
-                        " rows, or lower store.prefetch_depth or train.batch_size");
-      }
+      if (victim < 0) throw Error("L1Directory: no evictable row although the window fits (bug)");
       const RowId victim_id = id_of_slot_.at(victim);
       queue_.erase(victim);
       id_of_slot_.erase(victim);

@@ -25,7 +25,7 @@ struct StagingPlan {
 
 class L1Directory {
  public:
-  L1Directory(int owner, int64_t capacity_rows, const EvictionPolicy& policy);
+  L1Directory(int owner, int64_t capacity_rows, int row_bytes, const EvictionPolicy& policy);
 
   // Round r's rows owned by this trainer (unique) enter the look-ahead horizon.
   void add_round(int64_t round, std::vector<RowId> rows);
@@ -50,6 +50,7 @@ class L1Directory {
 
   int owner_;
   int64_t capacity_;
+  int row_bytes_;
   const EvictionPolicy& policy_;
   EvictionQueue queue_;                               // evictable present rows
   std::unordered_map<int64_t, RowId> id_of_slot_;     // queue works on slot numbers

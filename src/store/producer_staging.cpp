@@ -1,5 +1,6 @@
 #include "store/producer_staging.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "comm/mpi_channel.hpp"
@@ -28,7 +29,7 @@ ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vect
       policy_(make_eviction_policy(options.store.policy, options.store.decay)),
       evicted_(owners_.size()),
       flushed_(owners_.size(), false) {
-  for (int owner : owners_) directories_.emplace_back(owner, l1_rows_, *policy_);
+  for (int owner : owners_) directories_.emplace_back(owner, l1_rows_, width * int(sizeof(float)), *policy_);
   l2_ = std::make_unique<L2HostTier>(rows_for_budget(options.store.l2_mb, width), width, *policy_, world,
                                      std::move(server_ranks), [this] { poll(); });
 }
@@ -85,6 +86,7 @@ StagingMessage ProducerStaging::stage(int64_t round, size_t owner_index) {
   poll();
   apply_arrived();
   StagingPlan plan = directories_[owner_index].plan(round, depth_);
+  counters_.max_window_rows = std::max(counters_.max_window_rows, directories_[owner_index].window_rows());
   counters_.l1_hits += plan.hits;
   counters_.l1_misses += plan.insert.size();
   counters_.l1_evictions += plan.evict.size();

@@ -23,6 +23,7 @@ namespace strata::store {
 struct StagingCounters {
   uint64_t l1_hits = 0, l1_misses = 0, l1_evictions = 0;
   uint64_t rounds = 0;
+  int64_t max_window_rows = 0;   // largest pinned window of any L1 (the minimum L1 size)
   double write_back_wait_s = 0;  // waiting for an L1 to return an evicted row
   double staging_s = 0;          // planning and reading rows
 };

@@ -20,8 +20,8 @@ using testing::Drained;
 using testing::LogCapture;
 using testing::ScratchDir;
 
-// Line i carries its number as C1 = hex(i) and, to vary line lengths, a C2 of
-// i % 17 * 20 filler characters... as hex, so a few lines are long.
+// Line i carries its number as C1 = hex(i); line lengths vary with i, and
+// long lines (~600 bytes, every field filled) exceed the small read buffers.
 std::string id_line(int i, bool long_line) {
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%x", unsigned(i));

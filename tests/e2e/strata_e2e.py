@@ -108,6 +108,61 @@ def case_bad_inputs(r):
     r.expect_error("bad_mlp", 3, "--model.bottom_mlp=32,7", contains=["model.bottom_mlp"])
 
 
+ROW_BYTES = (8 + 8) * 4  # tiny.ini: dim 8 values + 8 Adagrad accumulators, float32
+POLICIES = ("lru", "lfu", "lfu_decay", "lookahead")
+
+
+def megabytes(rows):
+    return "%.9f" % ((rows * ROW_BYTES + 0.5) / 1048576.0)
+
+
+def tiered_matrix(r, trainers):
+    """tiered == ps bit for bit: every policy, three L1/L2 budgets from the
+    smallest that fits the window up to everything, prefetch depths 1, 2, 8."""
+    ranks = trainers + 2
+    ps = r.run(f"ps_t{trainers}", ranks, f"--layout.trainers={trainers}", "--store.mode=ps")
+    runs = 0
+    for depth in (1, 2, 8):
+        probe = r.run(f"probe_t{trainers}_d{depth}", ranks, f"--layout.trainers={trainers}", "--store.mode=tiered",
+                      f"--store.prefetch_depth={depth}", "--store.l1_mb=64", "--store.l2_mb=64")
+        assert probe["params_digest"] == ps["params_digest"], f"depth {depth}, unlimited budgets: digest differs"
+        window = int(probe["levels"]["l1"]["max_window_rows"])
+        assert window > 0
+        budgets = [(window, 0), (3 * window, 2 * window), (100 * window, 100 * window)]
+        for policy in POLICIES:
+            for l1_rows, l2_rows in budgets:
+                name = f"t{trainers}_d{depth}_{policy}_l1{l1_rows}_l2{l2_rows}"
+                s = r.run(name, ranks, f"--layout.trainers={trainers}", "--store.mode=tiered",
+                          f"--store.prefetch_depth={depth}", f"--store.policy={policy}",
+                          f"--store.l1_mb={megabytes(l1_rows)}", f"--store.l2_mb={megabytes(l2_rows)}")
+                assert s["params_digest"] == ps["params_digest"], f"{name}: digest differs from ps"
+                assert s["eval_logloss"] == ps["eval_logloss"], name
+                if l1_rows == window:
+                    assert s["levels"]["l1"]["evictions"] > 0, f"{name}: the smallest budget never evicted"
+                if l2_rows == 0:
+                    assert s["levels"]["l2"]["fallback_rows"] > 0, f"{name}: no L2 must mean Scheme A fallback"
+                runs += 1
+        # One row less than the window is a clear error naming the minimum.
+        proc = r.run(f"too_small_t{trainers}_d{depth}", ranks, f"--layout.trainers={trainers}",
+                     "--store.mode=tiered", f"--store.prefetch_depth={depth}",
+                     f"--store.l1_mb={megabytes(window - 1)}", expect_ok=False)
+        text = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and "raise store.l1_mb" in text, text[-2000:]
+    print(f"{runs} tiered runs with {trainers} trainers all match ps digest {ps['params_digest'][:16]}")
+
+
+def case_tiered_exact_t1(r):
+    tiered_matrix(r, 1)
+
+
+def case_tiered_exact_t2(r):
+    tiered_matrix(r, 2)
+
+
+def case_tiered_exact_t4(r):
+    tiered_matrix(r, 4)
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 // functional of its output, L = sum(w * y), on small shapes in float.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 

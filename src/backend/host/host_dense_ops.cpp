@@ -30,40 +30,58 @@ void bias_activation_forward(int rows, int cols, const float* bias, Activation a
   });
 }
 
-void bias_activation_backward(int rows, int cols, const float* y, Activation act, float* dy,
-                              float* dbias) {
-  if (cols <= 0) return;
-  const bool relu = act == Activation::kRelu;
+namespace {
+
+// Masks one chunk of columns of dy by y > 0 (ReLU) and adds it to acc. Loads first and
+// stores last, so that the compiler need not fear dy and y overlapping.
+template <bool kRelu, int W>
+KOKKOS_INLINE_FUNCTION void mask_and_sum(const float* out, float* g, float (&acc)[W]) {
+  float v[W];
+  for (int c = 0; c < W; ++c) v[c] = g[c];
+  if (kRelu) {
+    float keep[W];
+    for (int c = 0; c < W; ++c) keep[c] = out[c];
+    for (int c = 0; c < W; ++c) v[c] = keep[c] > 0.0f ? v[c] : 0.0f;
+    for (int c = 0; c < W; ++c) g[c] = v[c];
+  }
+  for (int c = 0; c < W; ++c) acc[c] += v[c];
+}
+
+template <bool kRelu>
+void bias_backward_impl(int rows, int cols, const float* y, float* dy, float* dbias) {
   const int chunks = (cols + kColumnChunk - 1) / kColumnChunk;
   // One task per column chunk: every column is summed over rows in ascending order.
   Kokkos::parallel_for(impl::Range(0, chunks), KOKKOS_LAMBDA(int64_t chunk) {
     const int c0 = int(chunk) * kColumnChunk;
+    const int width = cols - c0 < kColumnChunk ? cols - c0 : kColumnChunk;
     float acc[kColumnChunk] = {};
-    if (cols - c0 >= kColumnChunk) {
+    if (width == kColumnChunk) {
+      for (int r = 0; r < rows; ++r)
+        mask_and_sum<kRelu>(y + int64_t(r) * cols + c0, dy + int64_t(r) * cols + c0, acc);
+    } else {  // the ragged last chunk: plain loops
       for (int r = 0; r < rows; ++r) {
-        float* g = dy + int64_t(r) * cols + c0;
         const float* out = y + int64_t(r) * cols + c0;
-        for (int c = 0; c < kColumnChunk; ++c) {
-          const float v = relu && !(out[c] > 0.0f) ? 0.0f : g[c];
-          g[c] = v;
-          acc[c] += v;
-        }
-      }
-      for (int c = 0; c < kColumnChunk; ++c) dbias[c0 + c] = acc[c];
-    } else {
-      const int width = cols - c0;
-      for (int r = 0; r < rows; ++r) {
         float* g = dy + int64_t(r) * cols + c0;
-        const float* out = y + int64_t(r) * cols + c0;
         for (int c = 0; c < width; ++c) {
-          const float v = relu && !(out[c] > 0.0f) ? 0.0f : g[c];
+          const float v = kRelu && !(out[c] > 0.0f) ? 0.0f : g[c];
           g[c] = v;
           acc[c] += v;
         }
       }
-      for (int c = 0; c < width; ++c) dbias[c0 + c] = acc[c];
     }
+    for (int c = 0; c < width; ++c) dbias[c0 + c] = acc[c];
   });
+}
+
+}  // namespace
+
+void bias_activation_backward(int rows, int cols, const float* y, Activation act, float* dy,
+                              float* dbias) {
+  if (cols <= 0) return;
+  if (act == Activation::kRelu)
+    bias_backward_impl<true>(rows, cols, y, dy, dbias);
+  else
+    bias_backward_impl<false>(rows, cols, y, dy, dbias);
 }
 
 namespace {

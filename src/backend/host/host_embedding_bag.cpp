@@ -13,6 +13,7 @@ namespace {
 // D > 0: width known at compile time (== dim); D == 0: any width up to kMaxLocal, or
 // accumulated in place beyond that.
 constexpr int kMaxLocal = 256;
+constexpr int kPrefetchBags = 8;
 
 template <int D>
 void forward_impl(int batch, int dim_rt, const int32_t* offsets, const int32_t* index,
@@ -23,6 +24,14 @@ void forward_impl(int batch, int dim_rt, const int32_t* offsets, const int32_t* 
     float acc[D > 0 ? D : kMaxLocal];
     for (int c = 0; c < dim; ++c) acc[c] = 0.0f;
     const int32_t begin = offsets[b], end = offsets[b + 1];
+    // Rows are random gathers: ask for the rows of a few bags ahead.
+    if (b + kPrefetchBags < batch) {
+      for (int32_t k = offsets[b + kPrefetchBags]; k < offsets[b + kPrefetchBags + 1]; ++k) {
+        const float* row = rows + int64_t(index[k]) * dim;
+        __builtin_prefetch(row);
+        __builtin_prefetch(row + dim - 1);  // a row may straddle two cache lines
+      }
+    }
     for (int32_t k = begin; k < end; ++k) {
       const float* row = rows + int64_t(index[k]) * dim;
       for (int c = 0; c < dim; ++c) acc[c] += row[c];

@@ -11,8 +11,9 @@
 //
 // The interface is raw pointers on purpose: model/ headers stay free of Kokkos, which
 // keeps their compile time low. All buffers are host memory and contiguous. None of
-// these functions allocates (except RowGatherScratch growing on first use). A
-// plain-loop reference of every kernel lives in tests/backend/host_kernels_test.cpp.
+// these functions allocates (RowGatherScratch grows on first use; KokkosBlas::gemm
+// builds one short profiling-region string per call). A plain-loop reference of every
+// kernel lives in tests/backend/host_kernels_test.cpp.
 #pragma once
 
 #include <cstddef>
