@@ -51,7 +51,7 @@ bool serve_producers(store::ServerShard& shard, std::vector<char>& buffer, std::
       rows.values.resize(rows.ids.size() * rows.width);
       shard.fetch_full(rows.ids.data(), rows.ids.size(), rows.values.data());
       store::append_row_block(rows, reply);
-    } else if (op == store::ProducerOp::kWriteBack) {
+    } else if (op == store::ProducerOp::kWriteBack || op == store::ProducerOp::kWriteBackSync) {
       const size_t used = buffer.size() - reader.remaining();
       store::RowBlock rows = store::read_row_block(buffer.data() + used, reader.remaining());
       if (rows.size() && rows.width != shard.rows().width()) throw Error("write-back of rows with the wrong width");
@@ -59,7 +59,8 @@ bool serve_producers(store::ServerShard& shard, std::vector<char>& buffer, std::
     } else {
       throw Error("server got unknown producer op " + std::to_string(static_cast<uint32_t>(op)));
     }
-    // Small replies and acknowledgements: a blocking send keeps the order simple.
+    if (op == store::ProducerOp::kWriteBack) continue;  // asynchronous: no acknowledgement
+    // Replies and acknowledgements: a blocking send keeps the order simple.
     comm::check_mpi(MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, status.MPI_SOURCE,
                              comm::kTagProducerReply, MPI_COMM_WORLD),
                     "MPI_Send");

@@ -37,14 +37,11 @@ void L2HostTier::touch(int64_t slot, int64_t round) {
   queue_.update(slot, usage_[slot]);
 }
 
-void L2HostTier::make_room() {
+void L2HostTier::make_room(RowBlock& spill) {
   while (cache_->full()) {
     const int64_t victim = queue_.peek_victim();
     if (cache_->dirty(victim)) {
-      RowBlock block;
-      block.width = width_;
-      block.append(cache_->id(victim), cache_->row(victim));
-      write_to_servers(block);
+      spill.append(cache_->id(victim), cache_->row(victim));
       counters_.write_backs_to_l3 += 1;
     }
     queue_.erase(victim);
@@ -85,43 +82,54 @@ void L2HostTier::read(const std::vector<RowId>& ids, int64_t round, RowBlock& ou
   RowBlock fetched;
   fetched.width = width_;
   fetch_from_servers(missing, fetched);
+  RowBlock spill;  // dirty victims, written down in one message per server
+  spill.width = width_;
   for (size_t i = 0; i < fetched.size(); ++i) {
     out.ids[missing_at[i]] = fetched.ids[i];
     std::copy(fetched.row(i), fetched.row(i) + width_, out.values.data() + missing_at[i] * width_);
-    make_room();
+    make_room(spill);
     touch(cache_->insert(fetched.ids[i], fetched.row(i), /*dirty=*/false), round);
   }
+  if (spill.size()) write_to_servers(spill, /*wait=*/false);
 }
 
 void L2HostTier::write_back(const RowBlock& rows, int64_t round) {
   if (rows.size() == 0) return;
   if (!cache_) {
     counters_.fallback_rows += rows.size();
-    write_to_servers(rows);
+    write_to_servers(rows, /*wait=*/false);
     counters_.write_backs_to_l3 += rows.size();
     return;
   }
+  RowBlock spill;
+  spill.width = width_;
   for (size_t i = 0; i < rows.size(); ++i) {
     int64_t slot = cache_->find(rows.ids[i]);
     if (slot >= 0) {
       std::copy(rows.row(i), rows.row(i) + width_, cache_->row(slot));
       cache_->set_dirty(slot, true);
     } else {
-      make_room();
+      make_room(spill);
       slot = cache_->insert(rows.ids[i], rows.row(i), /*dirty=*/true);
     }
     touch(slot, round);
   }
+  if (spill.size()) write_to_servers(spill, /*wait=*/false);
 }
 
 void L2HostTier::flush() {
-  if (!cache_) return;
+  if (!cache_) {
+    RowBlock none;
+    none.width = width_;
+    write_to_servers(none, /*wait=*/true);  // acknowledges every earlier write-back
+    return;
+  }
   RowBlock dirty;
   dirty.width = width_;
   cache_->for_each([&](const RowId& id, int64_t slot) {
     if (cache_->dirty(slot)) dirty.append(id, cache_->row(slot));
   });
-  write_to_servers(dirty);
+  write_to_servers(dirty, /*wait=*/true);
   counters_.write_backs_to_l3 += dirty.size();
   cache_->for_each([&](const RowId&, int64_t slot) { cache_->set_dirty(slot, false); });
 }
@@ -178,29 +186,49 @@ void L2HostTier::fetch_from_servers(const std::vector<RowId>& ids, RowBlock& out
   for (auto& r : sends) comm::wait_politely(r);
 }
 
-void L2HostTier::write_to_servers(const RowBlock& rows) {
+void L2HostTier::complete_sends(bool all) {
+  size_t kept = 0;
+  for (size_t i = 0; i < pending_sends_.size(); ++i) {
+    PendingSend& send = pending_sends_[i];
+    int done = 0;
+    if (all) {
+      comm::wait_politely(send.request);
+      done = 1;
+    } else {
+      comm::check_mpi(MPI_Test(&send.request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    }
+    if (done) continue;
+    if (kept != i) pending_sends_[kept] = std::move(send);  // never self-move: it would free a live buffer
+    ++kept;
+  }
+  pending_sends_.resize(kept);
+}
+
+void L2HostTier::write_to_servers(const RowBlock& rows, bool wait) {
+  complete_sends(/*all=*/false);
   const int servers = static_cast<int>(server_ranks_.size());
   std::vector<RowBlock> per_server(servers);
   for (auto& b : per_server) b.width = width_;
   for (size_t i = 0; i < rows.size(); ++i) {
     per_server[server_of(rows.ids[i].table, rows.ids[i].key, servers)].append(rows.ids[i], rows.row(i));
   }
-  std::vector<std::vector<char>> requests(servers);
-  std::vector<MPI_Request> sends;
+  const ProducerOp op = wait ? ProducerOp::kWriteBackSync : ProducerOp::kWriteBack;
   for (int s = 0; s < servers; ++s) {
-    if (per_server[s].size() == 0) continue;
-    comm::ByteWriter writer(requests[s]);
-    writer.put(ProducerOp::kWriteBack);
-    append_row_block(per_server[s], requests[s]);
+    // A synchronous write goes to every server, so each acknowledges all earlier ones.
+    if (per_server[s].size() == 0 && !wait) continue;
+    PendingSend send{MPI_REQUEST_NULL, {}};
+    comm::ByteWriter writer(send.bytes);
+    writer.put(op);
+    append_row_block(per_server[s], send.bytes);
     counters_.bytes_to_l3 += per_server[s].values.size() * sizeof(float);
-    sends.push_back(comm::send_bytes(world_, server_ranks_[s], comm::kTagProducerRequest, requests[s]));
+    pending_sends_.push_back(std::move(send));
+    pending_sends_.back().request =
+        comm::send_bytes(world_, server_ranks_[s], comm::kTagProducerRequest, pending_sends_.back().bytes);
   }
-  // Wait for the acknowledgements: a later fetch of these rows must see them.
-  // (MPI keeps messages from one source in order, so this is also what keeps
-  // the final flush ahead of the trainers' evaluation reads.)
+  if (!wait) return;
+  // The final flush must be on the servers before the trainers read them.
   std::vector<char> ack;
   for (int s = 0; s < servers; ++s) {
-    if (per_server[s].size() == 0) continue;
     MPI_Message message;
     MPI_Status status;
     comm::Backoff backoff;
@@ -213,7 +241,7 @@ void L2HostTier::write_to_servers(const RowBlock& rows) {
     ack.resize(count);
     comm::check_mpi(MPI_Mrecv(ack.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
   }
-  for (auto& r : sends) comm::wait_politely(r);
+  complete_sends(/*all=*/true);
 }
 
 }  // namespace strata::store

@@ -43,9 +43,11 @@ class L2HostTier {
   bool fallback() const { return !cache_; }
 
  private:
-  void make_room();
+  void make_room(RowBlock& spill);  // evicts until one row fits; dirty victims go to spill
   void fetch_from_servers(const std::vector<RowId>& ids, RowBlock& out);
-  void write_to_servers(const RowBlock& rows);
+  // Sends rows to their servers; with `wait`, returns once the servers have them.
+  void write_to_servers(const RowBlock& rows, bool wait);
+  void complete_sends(bool all);
   void touch(int64_t slot, int64_t round);
 
   int width_;
@@ -56,6 +58,11 @@ class L2HostTier {
   std::unique_ptr<RowCache> cache_;
   EvictionQueue queue_;
   std::vector<RowUsage> usage_;  // (capacity) by slot
+  struct PendingSend {
+    MPI_Request request;
+    std::vector<char> bytes;
+  };
+  std::vector<PendingSend> pending_sends_;  // asynchronous write-backs in flight
   L2Counters counters_;
 };
 

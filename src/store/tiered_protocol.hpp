@@ -20,7 +20,9 @@ struct WriteBackHeader {
 // Producer -> server requests (tag kTagProducerRequest), served as they arrive.
 enum class ProducerOp : uint32_t {
   kFetch = 1,      // payload: ids; reply: full rows (values + state), created if new
-  kWriteBack = 2,  // payload: row block; reply: an empty acknowledgement
+  kWriteBack = 2,      // payload: row block; no reply (MPI keeps one source's messages in order,
+                       // so a later fetch from the same producer sees it)
+  kWriteBackSync = 3,  // the same, answered by an empty acknowledgement (the final flush)
 };
 
 }  // namespace strata::store

@@ -34,14 +34,19 @@ void TieredStore::stage(const char* staging, size_t bytes) {
   counters_.bytes_written_back += write_back.values.size() * sizeof(float);
   // Every staged round is answered, even with no rows, so the producer knows
   // the evicted rows of that round are safe to serve again.
-  write_back_buffer_.clear();
-  comm::ByteWriter writer(write_back_buffer_);
+  // Sent without waiting: the producer collects write-backs inside all its waits.
+  while (!write_backs_.empty()) {
+    int done = 0;
+    comm::check_mpi(MPI_Test(&write_backs_.front().request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (!done) break;
+    write_backs_.pop_front();
+  }
+  write_backs_.push_back({MPI_REQUEST_NULL, {}});
+  std::vector<char>& buffer = write_backs_.back().bytes;
+  comm::ByteWriter writer(buffer);
   writer.put(WriteBackHeader{WriteBackKind::kRound, message.round});
-  append_row_block(write_back, write_back_buffer_);
-  // Blocking is safe: the producer services write-backs inside all its waits.
-  comm::check_mpi(MPI_Send(write_back_buffer_.data(), static_cast<int>(write_back_buffer_.size()), MPI_BYTE,
-                           producer_rank_, comm::kTagWriteBack, world_),
-                  "MPI_Send");
+  append_row_block(write_back, buffer);
+  write_backs_.back().request = comm::send_bytes(world_, producer_rank_, comm::kTagWriteBack, buffer);
 }
 
 void TieredStore::exchange(const std::vector<char>& send, const std::vector<int>& send_counts,
@@ -148,9 +153,11 @@ void TieredStore::flush() {
   comm::ByteWriter writer(write_back_buffer_);
   writer.put(WriteBackHeader{WriteBackKind::kFlush, -1});
   append_row_block(dirty, write_back_buffer_);
-  comm::check_mpi(MPI_Send(write_back_buffer_.data(), static_cast<int>(write_back_buffer_.size()), MPI_BYTE,
-                           producer_rank_, comm::kTagWriteBack, world_),
-                  "MPI_Send");
+  write_backs_.push_back({comm::send_bytes(world_, producer_rank_, comm::kTagWriteBack, write_back_buffer_), {}});
+  while (!write_backs_.empty()) {
+    comm::wait_politely(write_backs_.front().request);
+    write_backs_.pop_front();
+  }
   int done = 0;
   MPI_Request request;
   comm::check_mpi(MPI_Irecv(&done, 1, MPI_INT, producer_rank_, comm::kTagFlushDone, world_, &request), "MPI_Irecv");

@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -63,6 +64,11 @@ class TieredStore : public ParameterStore {
   std::vector<RowId> received_ids_;                       // ids other trainers asked this owner for
   std::vector<int> received_counts_;                      // per requester, in ids
   std::vector<char> write_back_buffer_;
+  struct PendingSend {
+    MPI_Request request;
+    std::vector<char> bytes;
+  };
+  std::deque<PendingSend> write_backs_;  // to the producer, in round order
 };
 
 }  // namespace strata::store
