@@ -83,10 +83,10 @@ void deduplicate_table(SparseBags& bags) {
       uint64_t key;
       int32_t id;  // -1 = empty
     };
-    std::vector<Slot> slots;                  // (capacity) open addressing, linear probing
-    std::vector<int32_t> first_id;            // (nnz) insertion-order id of each key
+    std::vector<Slot> slots;                           // (capacity) open addressing, linear probing
+    std::vector<int32_t> first_id;                     // (nnz) insertion-order id of each key
     std::vector<std::pair<uint64_t, int32_t>> unique;  // (U) key, insertion-order id
-    std::vector<int32_t> rank;                // (U) insertion-order id -> sorted position
+    std::vector<int32_t> rank;                         // (U) insertion-order id -> sorted position
     std::vector<std::pair<uint64_t, int32_t>> sorted;  // (U) bucket-sort output
     std::vector<uint32_t> bucket_start;
   };
@@ -215,13 +215,11 @@ std::vector<char> serialize(const Batch& batch) {
   for (size_t t = 0; t < batch.tables.size(); ++t) {
     const SparseBags& bags = batch.tables[t];
     if (bags.offsets.size() != b + 1 || bags.offsets.front() != 0) {
-      throw Error("serialize: table " + std::to_string(t) + " has " +
-                      std::to_string(bags.offsets.size()) + " offsets for " + std::to_string(b) +
-                      " samples",
+      throw Error("serialize: table " + std::to_string(t) + " has " + std::to_string(bags.offsets.size()) +
+                      " offsets for " + std::to_string(b) + " samples",
                   "offsets must hold size + 1 entries starting at 0");
     }
-    if (!bags.keys.empty() ||
-        bags.index.size() != static_cast<size_t>(bags.offsets.back())) {
+    if (!bags.keys.empty() || bags.index.size() != static_cast<size_t>(bags.offsets.back())) {
       throw Error("serialize: table " + std::to_string(t) + " is not de-duplicated",
                   "call deduplicate(batch) before serialize(batch)");
     }

@@ -59,7 +59,10 @@ bool CriteoParser::parse(std::string_view line, Batch& batch, LineError& error) 
     const char* stop = p;
     while (stop != end && *stop != '\t') ++stop;
     std::string_view field(p, size_t(stop - p));
-    if (stop != end) p = stop + 1; else more = false;
+    if (stop != end)
+      p = stop + 1;
+    else
+      more = false;
     return field;
   };
 
@@ -81,7 +84,8 @@ bool CriteoParser::parse(std::string_view line, Batch& batch, LineError& error) 
     int64_t value = 0;
     const auto [stop, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
     if (ec == std::errc::result_out_of_range) {
-      return fail(error, 1 + j, column_name(1 + j) + " = '" + quote_field(field) + "' overflows a 64-bit integer");
+      return fail(error, 1 + j,
+                  column_name(1 + j) + " = '" + quote_field(field) + "' overflows a 64-bit integer");
     }
     if (ec != std::errc() || stop != field.data() + field.size()) {
       return fail(error, 1 + j, column_name(1 + j) + " = '" + quote_field(field) + "' is not an integer");
@@ -104,8 +108,10 @@ bool CriteoParser::parse(std::string_view line, Batch& batch, LineError& error) 
 
   if (more) {
     int fields = kNumFields + 1;
-    for (const char* q = p; (q = static_cast<const char*>(std::memchr(q, '\t', size_t(end - q)))); ++q) ++fields;
-    return fail(error, kNumFields, std::to_string(fields) + " fields, expected at most " + std::to_string(kNumFields));
+    for (const char* q = p; (q = static_cast<const char*>(std::memchr(q, '\t', size_t(end - q)))); ++q)
+      ++fields;
+    return fail(error, kNumFields,
+                std::to_string(fields) + " fields, expected at most " + std::to_string(kNumFields));
   }
   return true;
 }

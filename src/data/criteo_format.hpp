@@ -19,7 +19,7 @@ class CriteoParser final : public LineParser {
   bool parse(std::string_view line, Batch& batch, LineError& error) override;
 
  private:
-  float small_log1p_[1024];  // dense_transform of the common small counts
+  float small_log1p_[1024];         // dense_transform of the common small counts
   uint64_t empty_key_[kNumTables];  // key of a missing categorical, per table
 };
 

@@ -61,7 +61,8 @@ CsvSchema parse_csv_schema(const DataOptions& options) {
     const std::string_view group = trim_spaces(rest.substr(0, comma));
     const size_t colon = group.find(':');
     const std::string_view name = group.substr(0, colon);
-    const std::string_view args = colon == std::string_view::npos ? std::string_view() : group.substr(colon + 1);
+    const std::string_view args =
+        colon == std::string_view::npos ? std::string_view() : group.substr(colon + 1);
     CsvColumn column;
     int count = 0;
     if (name == "label") {
@@ -71,7 +72,8 @@ CsvSchema parse_csv_schema(const DataOptions& options) {
       ++labels;
     } else if (name == "dense" || name == "cat" || name == "skip") {
       if (!parse_count(args, count)) {
-        throw spec_error(options, "'" + std::string(group) + "' needs a count >= 1, as " + std::string(name) + ":N");
+        throw spec_error(options,
+                         "'" + std::string(group) + "' needs a count >= 1, as " + std::string(name) + ":N");
       }
       column.kind = name == "dense" ? CsvColumn::Kind::kDense
                     : name == "cat" ? CsvColumn::Kind::kCategorical
@@ -83,7 +85,8 @@ CsvSchema parse_csv_schema(const DataOptions& options) {
       }
       const std::string_view sep = args.substr(second + 1);
       if (sep.size() != 1) {
-        throw spec_error(options, "'" + std::string(group) + "': SEP must be one character (',' cannot be used)");
+        throw spec_error(options,
+                         "'" + std::string(group) + "': SEP must be one character (',' cannot be used)");
       }
       if (sep[0] == schema.delimiter) {
         throw spec_error(options, "'" + std::string(group) + "': SEP equals data.csv_delimiter");
@@ -105,12 +108,14 @@ CsvSchema parse_csv_schema(const DataOptions& options) {
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);
   }
-  if (labels != 1) throw spec_error(options, labels == 0 ? "no 'label' column" : "more than one 'label' column");
+  if (labels != 1)
+    throw spec_error(options, labels == 0 ? "no 'label' column" : "more than one 'label' column");
   return schema;
 }
 
 CsvParser::CsvParser(CsvSchema schema) : schema_(std::move(schema)) {
-  for (int t = 0; t < schema_.num_tables; ++t) empty_key_.push_back(feature_key(uint32_t(t), std::string_view()));
+  for (int t = 0; t < schema_.num_tables; ++t)
+    empty_key_.push_back(feature_key(uint32_t(t), std::string_view()));
 }
 
 bool CsvParser::parse(std::string_view line, Batch& batch, LineError& error) {
@@ -126,7 +131,10 @@ bool CsvParser::parse(std::string_view line, Batch& batch, LineError& error) {
     if (more) {
       const char* stop = static_cast<const char*>(std::memchr(p, delimiter, size_t(end - p)));
       field = std::string_view(p, size_t((stop ? stop : end) - p));
-      if (stop) p = stop + 1; else more = false;
+      if (stop)
+        p = stop + 1;
+      else
+        more = false;
     }
     const CsvColumn& column = schema_.columns[c];
     switch (column.kind) {
@@ -159,7 +167,8 @@ bool CsvParser::parse(std::string_view line, Batch& batch, LineError& error) {
         while (q < field_end) {
           const char* sep = static_cast<const char*>(std::memchr(q, column.separator, size_t(field_end - q)));
           const char* stop = sep ? sep : field_end;
-          if (stop > q) keys.push_back(feature_key(uint32_t(column.target), std::string_view(q, size_t(stop - q))));
+          if (stop > q)
+            keys.push_back(feature_key(uint32_t(column.target), std::string_view(q, size_t(stop - q))));
           if (sep == nullptr) break;
           q = sep + 1;
         }
@@ -171,9 +180,11 @@ bool CsvParser::parse(std::string_view line, Batch& batch, LineError& error) {
   }
   if (more) {
     size_t fields = schema_.columns.size() + 1;
-    for (const char* q = p; (q = static_cast<const char*>(std::memchr(q, delimiter, size_t(end - q)))); ++q) ++fields;
-    return fail(error, schema_.columns.size(),
-                std::to_string(fields) + " fields, expected at most " + std::to_string(schema_.columns.size()));
+    for (const char* q = p; (q = static_cast<const char*>(std::memchr(q, delimiter, size_t(end - q)))); ++q)
+      ++fields;
+    return fail(
+        error, schema_.columns.size(),
+        std::to_string(fields) + " fields, expected at most " + std::to_string(schema_.columns.size()));
   }
   return true;
 }

@@ -14,8 +14,8 @@ namespace strata::data {
 struct CsvColumn {
   enum class Kind { kLabel, kDense, kCategorical, kMultiHot, kSkip };
   Kind kind = Kind::kSkip;
-  int target = 0;       // dense index (kDense) or table index (kCategorical, kMultiHot)
-  char separator = 0;   // between the values of a multi-hot field
+  int target = 0;      // dense index (kDense) or table index (kCategorical, kMultiHot)
+  char separator = 0;  // between the values of a multi-hot field
 };
 
 struct CsvSchema {

@@ -33,12 +33,12 @@ namespace strata::data {
 namespace {
 
 // ---- teacher shape (changing any of these changes every synthetic label) -------
-constexpr int kTeacherDim = 4;           // width of the hidden teacher embeddings
-constexpr double kRankScale = 30.0;      // g(v)^2 halves at rank kRankScale
-constexpr double kFirstOrderStd = 0.4;   // std of w_t(v) for the most popular values
-constexpr double kPairStd = 0.15;        // std of each component of e_t(v) at the head
-constexpr double kDenseStd = 0.25;       // std of the dense weights a_j
-constexpr double kClickRate = 0.30;      // target mean label (the bias is calibrated to it)
+constexpr int kTeacherDim = 4;          // width of the hidden teacher embeddings
+constexpr double kRankScale = 30.0;     // g(v)^2 halves at rank kRankScale
+constexpr double kFirstOrderStd = 0.4;  // std of w_t(v) for the most popular values
+constexpr double kPairStd = 0.15;       // std of each component of e_t(v) at the head
+constexpr double kDenseStd = 0.25;      // std of the dense weights a_j
+constexpr double kClickRate = 0.30;     // target mean label (the bias is calibrated to it)
 constexpr int kCalibrationSamples = 8192;
 constexpr uint64_t kRankShrinkCached = 4096;
 // Dense counts are drawn by inverting their CDF at one of 1024 equiprobable
@@ -134,15 +134,15 @@ struct SyntheticDataset::Impl {
   double pair_weight = 0.0;
   int total_hotness = 0;
 
-  std::vector<ZipfSampler> samplers;      // one per distinct vocab size
-  std::vector<int> sampler_of_table;      // (num_tables)
-  std::vector<int> hotness;               // (num_tables)
-  std::vector<uint64_t> teacher_seed;     // (num_tables)
-  std::vector<double> first_order_scale;  // (num_tables) std of w_t at the head, over hotness
-  std::vector<double> pair_scale;         // (num_tables) of e_t at the head, over hotness
-  std::vector<double> rank_shrink;        // (kRankShrinkCached) g(v) of the head ranks
+  std::vector<ZipfSampler> samplers;               // one per distinct vocab size
+  std::vector<int> sampler_of_table;               // (num_tables)
+  std::vector<int> hotness;                        // (num_tables)
+  std::vector<uint64_t> teacher_seed;              // (num_tables)
+  std::vector<double> first_order_scale;           // (num_tables) std of w_t at the head, over hotness
+  std::vector<double> pair_scale;                  // (num_tables) of e_t at the head, over hotness
+  std::vector<double> rank_shrink;                 // (kRankShrinkCached) g(v) of the head ranks
   std::vector<double> dense_weight, dense_center;  // (num_dense) teacher weight a_j and centre c_j
-  std::vector<float> dense_quantiles;     // (num_dense, kDenseQuantiles) transformed counts by quantile
+  std::vector<float> dense_quantiles;  // (num_dense, kDenseQuantiles) transformed counts by quantile
 
   // Per-call buffers of fill(), reused across calls on one thread.
   struct Scratch {
@@ -209,7 +209,8 @@ struct SyntheticDataset::Impl {
         double e[kTeacherDim] = {0, 0, 0, 0};
         for (size_t k = 0; k < h; ++k) {
           const uint64_t v = values[i * h + k];
-          const double g = v < kRankShrinkCached ? rank_shrink[v] : 1.0 / std::sqrt(1.0 + double(v) / kRankScale);
+          const double g =
+              v < kRankShrinkCached ? rank_shrink[v] : 1.0 / std::sqrt(1.0 + double(v) / kRankScale);
           // One hash per value: 16 bits for w, 12 bits for each e component,
           // all uniform in [-1, 1) -- plenty of resolution for teacher weights.
           const uint64_t bits = mix64(tseed + v);
@@ -306,7 +307,8 @@ SyntheticDataset::SyntheticDataset(const DataOptions& options) {
   for (int t = 0; t < m.num_tables; ++t) {
     const uint64_t v = uint64_t(vocab[size_t(t)]);
     if (v > (uint64_t(1) << 53)) {
-      throw Error("data.vocab_sizes " + std::to_string(v) + " is too large", "use at most 2^53 values per table");
+      throw Error("data.vocab_sizes " + std::to_string(v) + " is too large",
+                  "use at most 2^53 values per table");
     }
     int found = -1;
     for (size_t i = 0; i < m.samplers.size(); ++i) {
@@ -339,13 +341,15 @@ SyntheticDataset::SyntheticDataset(const DataOptions& options) {
   const double weight_scale = kDenseStd * std::sqrt(13.0 / double(std::max(1, m.num_dense)));
   m.dense_quantiles.resize(size_t(m.num_dense) * kDenseQuantiles);
   std::vector<double> z(kDenseQuantiles);
-  for (size_t q = 0; q < kDenseQuantiles; ++q) z[q] = inverse_normal_cdf((double(q) + 0.5) / double(kDenseQuantiles));
+  for (size_t q = 0; q < kDenseQuantiles; ++q)
+    z[q] = inverse_normal_cdf((double(q) + 0.5) / double(kDenseQuantiles));
   for (int j = 0; j < m.num_dense; ++j) {
     const uint64_t s = mix64(m.seed ^ kShapeSalt, uint64_t(j));
     const double mu = 3.5 * to_unit_double(mix64(s, 1));
     const double sigma = 0.5 + to_unit_double(mix64(s, 2));
     for (size_t q = 0; q < kDenseQuantiles; ++q) {
-      m.dense_quantiles[size_t(j) * kDenseQuantiles + q] = dense_transform(std::floor(std::exp(mu + sigma * z[q])));
+      m.dense_quantiles[size_t(j) * kDenseQuantiles + q] =
+          dense_transform(std::floor(std::exp(mu + sigma * z[q])));
     }
     m.dense_weight.push_back(weight_scale * unit_uniform(mix64(s, 3)));
     m.dense_center.push_back(0.0);
@@ -446,8 +450,8 @@ class SyntheticReader final : public SampleReader {
   ReaderPosition position() const override { return {next_, next_ - begin_}; }
   void seek(const ReaderPosition& position) override {
     if (position.byte_offset < begin_ || position.byte_offset > end_) {
-      throw Error("synthetic reader position " + std::to_string(position.byte_offset) + " is outside its shard [" +
-                      std::to_string(begin_) + ", " + std::to_string(end_) + ")",
+      throw Error("synthetic reader position " + std::to_string(position.byte_offset) +
+                      " is outside its shard [" + std::to_string(begin_) + ", " + std::to_string(end_) + ")",
                   "resume with a position() taken from a reader of the same stream and shard");
     }
     next_ = position.byte_offset;
@@ -466,8 +470,9 @@ class SyntheticReader final : public SampleReader {
 std::unique_ptr<SampleReader> open_synthetic_reader(const SyntheticDataset& dataset, Stream stream, int shard,
                                                     int num_shards) {
   if (num_shards < 1 || shard < 0 || shard >= num_shards) {
-    throw Error("synthetic shard " + std::to_string(shard) + " of " + std::to_string(num_shards) + " does not exist",
-                "shards are numbered 0 .. num_shards - 1");
+    throw Error(
+        "synthetic shard " + std::to_string(shard) + " of " + std::to_string(num_shards) + " does not exist",
+        "shards are numbered 0 .. num_shards - 1");
   }
   const int64_t n = dataset.size(stream);
   __extension__ using i128 = __int128;

@@ -4,15 +4,14 @@
 #include "data/text_reader.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
 #include "data/criteo_format.hpp"
@@ -84,7 +83,8 @@ LineSource::LineSource(const std::string& path, int shard, int num_shards, bool 
   if (fd_ < 0) {
     const int err = errno;
     if (err == ENOENT) throw file_error(path, "does not exist", kPathFix);
-    if (err == EACCES) throw file_error(path, "cannot be read (permission denied)", "make it readable: chmod a+r");
+    if (err == EACCES)
+      throw file_error(path, "cannot be read (permission denied)", "make it readable: chmod a+r");
     throw file_error(path, std::string("cannot be opened: ") + std::strerror(err), kPathFix);
   }
   struct stat st {};
@@ -98,7 +98,8 @@ LineSource::LineSource(const std::string& path, int shard, int num_shards, bool 
   file_size_ = int64_t(st.st_size);
   try {
     if (file_size_ == 0) {
-      throw file_error(path, "contains no samples (the file is empty)", "point data.train / data.eval at a data file");
+      throw file_error(path, "contains no samples (the file is empty)",
+                       "point data.train / data.eval at a data file");
     }
     buffer_.resize(tuning_.buffer_bytes);
     int64_t data_start = 0;
@@ -322,9 +323,8 @@ class TextSampleReader final : public SampleReader {
   void malformed(const LineError& error) {
     ++stats_.malformed;
     ++epoch_malformed_;
-    const std::string where =
-        fmt::format("{}:{}", source_.path(), source_.line_number()) +
-        (error.column > 0 ? fmt::format(", column {}", error.column) : std::string());
+    const std::string where = fmt::format("{}:{}", source_.path(), source_.line_number()) +
+                              (error.column > 0 ? fmt::format(", column {}", error.column) : std::string());
     if (strict_) {
       throw Error("malformed line " + where + ": " + error.reason,
                   "fix or remove the line, or run with --data.strict=false to skip malformed lines");
@@ -334,8 +334,9 @@ class TextSampleReader final : public SampleReader {
       spdlog::warn("malformed line {}: {}; skipped", where, error.reason);
     } else if (!announced_more_) {
       announced_more_ = true;
-      spdlog::warn("{}: more malformed lines; counting them without logging each (data.max_errors_reported = {})",
-                   source_.path(), max_reported_);
+      spdlog::warn(
+          "{}: more malformed lines; counting them without logging each (data.max_errors_reported = {})",
+          source_.path(), max_reported_);
     }
   }
 
@@ -343,8 +344,8 @@ class TextSampleReader final : public SampleReader {
     if (epoch_finished_) return;
     epoch_finished_ = true;
     if (epoch_malformed_ > 0) {
-      spdlog::warn("{} (shard {} of {}): skipped {} malformed of {} lines", source_.path(), shard_, num_shards_,
-                   epoch_malformed_, epoch_lines_);
+      spdlog::warn("{} (shard {} of {}): skipped {} malformed of {} lines", source_.path(), shard_,
+                   num_shards_, epoch_malformed_, epoch_lines_);
     }
   }
 

@@ -66,7 +66,7 @@ class LineSource {
 };
 
 // open_text_reader with explicit tuning (the public one uses the defaults).
-std::unique_ptr<SampleReader> open_text_reader(const DataOptions& options, const std::string& path,
-                                               int shard, int num_shards, const TextReaderTuning& tuning);
+std::unique_ptr<SampleReader> open_text_reader(const DataOptions& options, const std::string& path, int shard,
+                                               int num_shards, const TextReaderTuning& tuning);
 
 }  // namespace strata::data

@@ -83,8 +83,8 @@ class ZipfSampler {
     const double integral = H(b) - H(a);
     const double ends = 0.5 * (h(a) + h(b));
     const double d1 = (-s_ * h(b) / b) - (-s_ * h(a) / a);
-    const double d3 = (-s_ * (s_ + 1) * (s_ + 2) * h(b) / (b * b * b)) -
-                      (-s_ * (s_ + 1) * (s_ + 2) * h(a) / (a * a * a));
+    const double d3 =
+        (-s_ * (s_ + 1) * (s_ + 2) * h(b) / (b * b * b)) - (-s_ * (s_ + 1) * (s_ + 2) * h(a) / (a * a * a));
     return integral + ends + d1 / 12.0 - d3 / 720.0;
   }
 

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -65,7 +66,8 @@ class Trainer {
       const int width = dim + sparse->state_width(dim);
       store_ = std::make_unique<store::TieredStore>(MPI_COMM_WORLD, comm_, producer_rank_, servers, context.index, dim,
                                                     shape_.num_tables, store::rows_for_budget(options.store.l1_mb, width),
-                                                    std::move(sparse));
+                                                    std::move(sparse),
+                                                    /*reports_producer=*/context.index < context.layout.producers());
     } else {
       store_ = std::make_unique<store::RemotePsStore>(MPI_COMM_WORLD, servers, context.index, dim, shape_.num_tables);
     }
@@ -197,6 +199,14 @@ class Trainer {
                        traffic.pull_wait_s};
     double total[8];
     comm::check_mpi(MPI_Reduce(local, total, 8, MPI_DOUBLE, MPI_SUM, 0, comm_), "MPI_Reduce");
+    const auto levels = store_->level_stats();
+    std::vector<double> level_local, level_total(levels.size());
+    for (const auto& [name, value] : levels) level_local.push_back(value);
+    if (!levels.empty()) {
+      comm::check_mpi(MPI_Reduce(level_local.data(), level_total.data(), static_cast<int>(levels.size()), MPI_DOUBLE,
+                                 MPI_SUM, 0, comm_),
+                      "MPI_Reduce");
+    }
     const auto now = Clock::now();
     const double window_s = seconds(window_start_, now);
     if (is_root() && total[1] > 0) {
@@ -220,6 +230,18 @@ class Trainer {
           {"stall_s", total[6]},
           {"pull_wait_s", total[7]},
       };
+      if (!levels.empty()) {
+        nlohmann::json level_json;
+        for (size_t i = 0; i < levels.size(); ++i) level_json[levels[i].first] = level_total[i];
+        auto rate = [](double h, double m) { return h + m > 0 ? h / (h + m) : 0.0; };
+        // Window hit rates: the change since the previous line.
+        const double l1h = level_json["l1_hits"], l1m = level_json["l1_misses"];
+        const double l2h = level_json["l2_hits"], l2m = level_json["l2_misses"];
+        level_json["l1_hit_rate_window"] = rate(l1h - last_levels_[0], l1m - last_levels_[1]);
+        level_json["l2_hit_rate_window"] = rate(l2h - last_levels_[2], l2m - last_levels_[3]);
+        last_levels_ = {l1h, l1m, l2h, l2m};
+        line["levels"] = level_json;
+      }
       if (last || report_.steps % options_.output.metrics_every == 0) writer_->append(line);
     }
     window_loss_ = 0;
@@ -324,6 +346,7 @@ class Trainer {
   double last_window_loss_ = NAN;
   Clock::time_point window_start_;
   Clock::time_point run_start_ = Clock::now();
+  std::array<double, 4> last_levels_{};  // l1 hits, misses, l2 hits, misses at the last metrics line
   TrainerReport report_;
 };
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "data/batch.hpp"
@@ -48,6 +49,10 @@ class ParameterStore {
   virtual RowDump dump_rows() = 0;
   // Collective over trainers: releases the store's ranks (servers exit their loop).
   virtual void shutdown() = 0;
+
+  // Cumulative per-level counters for metrics.jsonl, as (name, value) pairs in
+  // a fixed order (the same on every trainer). Empty in ps mode.
+  virtual std::vector<std::pair<const char*, double>> level_stats() const { return {}; }
 
   const LinkTraffic& traffic() const { return traffic_; }
 

@@ -113,6 +113,14 @@ StagingMessage ProducerStaging::stage(int64_t round, size_t owner_index) {
   evicted_[owner_index].emplace_back(round, message.evict);
   ++counters_.rounds;
   counters_.staging_s += since(start);
+  const L2Counters& l2 = l2_->counters();
+  double* st = message.stats;
+  st[kStatL1Hits] = double(counters_.l1_hits), st[kStatL1Misses] = double(counters_.l1_misses);
+  st[kStatL1Evictions] = double(counters_.l1_evictions), st[kStatL2Hits] = double(l2.hits);
+  st[kStatL2Misses] = double(l2.misses), st[kStatL2Evictions] = double(l2.evictions);
+  st[kStatL2WriteBacks] = double(l2.write_backs_to_l3), st[kStatFallbackRows] = double(l2.fallback_rows);
+  st[kStatBytesL3ToL2] = double(l2.bytes_from_l3), st[kStatBytesL2ToL3] = double(l2.bytes_to_l3);
+  st[kStatStagingS] = counters_.staging_s;
   return message;
 }
 

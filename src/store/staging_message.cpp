@@ -1,5 +1,7 @@
 #include "store/staging_message.hpp"
 
+#include <array>
+
 #include "comm/wire.hpp"
 
 namespace strata::store {
@@ -25,9 +27,17 @@ RowBlock read_row_block(const char* data, size_t size, size_t* consumed) {
   return block;
 }
 
+const char* producer_stat_name(int stat) {
+  static const char* names[kProducerStats] = {"l1_hits", "l1_misses", "l1_evictions", "l2_hits",
+                                              "l2_misses", "l2_evictions", "l2_write_backs", "fallback_rows",
+                                              "bytes_l3_to_l2", "bytes_l2_to_l3", "staging_s"};
+  return names[stat];
+}
+
 void append_staging(const StagingMessage& message, std::vector<char>& out) {
   comm::ByteWriter writer(out);
   writer.put<int64_t>(message.round);
+  writer.put(message.stats);
   writer.put_vector(message.evict);
   append_row_block(message.insert, out);
 }
@@ -36,6 +46,8 @@ StagingMessage read_staging(const char* data, size_t size) {
   comm::ByteReader reader(data, size, "staging message");
   StagingMessage message;
   message.round = reader.get<int64_t>();
+  const auto stats = reader.get<std::array<double, kProducerStats>>();
+  std::copy(stats.begin(), stats.end(), message.stats);
   reader.get_vector(message.evict);
   const size_t used = size - reader.remaining();
   size_t consumed = 0;

@@ -24,10 +24,18 @@ struct RowBlock {
   const float* row(size_t i) const { return values.data() + i * width; }
 };
 
+// The producer's cumulative level counters, carried with each staging plan so
+// that trainer 0 can put them in metrics.jsonl without another message.
+enum ProducerStat { kStatL1Hits, kStatL1Misses, kStatL1Evictions, kStatL2Hits, kStatL2Misses, kStatL2Evictions,
+                    kStatL2WriteBacks, kStatFallbackRows, kStatBytesL3ToL2, kStatBytesL2ToL3, kStatStagingS,
+                    kProducerStats };
+const char* producer_stat_name(int stat);
+
 struct StagingMessage {
   int64_t round = -1;          // -1: no staging (ps mode)
   std::vector<RowId> evict;
   RowBlock insert;
+  double stats[kProducerStats] = {};
 };
 
 void append_staging(const StagingMessage& message, std::vector<char>& out);

@@ -1,5 +1,6 @@
 #include "store/tiered_store.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "comm/mpi_channel.hpp"
@@ -10,7 +11,7 @@ namespace strata::store {
 
 TieredStore::TieredStore(MPI_Comm world, MPI_Comm trainers, int producer_rank, std::vector<int> server_ranks,
                          int trainer_index, int dim, int num_tables, int64_t l1_rows,
-                         std::unique_ptr<model::SparseOptimizer> optimizer)
+                         std::unique_ptr<model::SparseOptimizer> optimizer, bool reports_producer)
     : world_(world),
       trainers_comm_(trainers),
       producer_rank_(producer_rank),
@@ -18,7 +19,8 @@ TieredStore::TieredStore(MPI_Comm world, MPI_Comm trainers, int producer_rank, s
       dim_(dim),
       num_tables_(num_tables),
       l1_(l1_rows, dim, std::move(optimizer)),
-      servers_(world, std::move(server_ranks), trainer_index, dim, num_tables) {
+      servers_(world, std::move(server_ranks), trainer_index, dim, num_tables),
+      reports_producer_(reports_producer) {
   MPI_Comm_size(trainers, &trainers_);
   table_of_request_.resize(trainers_);
   index_of_request_.resize(trainers_);
@@ -26,6 +28,7 @@ TieredStore::TieredStore(MPI_Comm world, MPI_Comm trainers, int producer_rank, s
 
 void TieredStore::stage(const char* staging, size_t bytes) {
   StagingMessage message = read_staging(staging, bytes);
+  std::copy(message.stats, message.stats + kProducerStats, producer_stats_);
   RowBlock write_back;
   l1_.apply(message, write_back);
   counters_.l1_evictions += message.evict.size();
@@ -165,6 +168,17 @@ void TieredStore::flush() {
   // Every producer has written its L2 down once every trainer has heard from its own.
   comm::check_mpi(MPI_Barrier(trainers_comm_), "MPI_Barrier");
   flushed_ = true;
+}
+
+std::vector<std::pair<const char*, double>> TieredStore::level_stats() const {
+  std::vector<std::pair<const char*, double>> stats;
+  for (int s = 0; s < kProducerStats; ++s) {
+    stats.emplace_back(producer_stat_name(s), reports_producer_ ? producer_stats_[s] : 0.0);
+  }
+  stats.emplace_back("bytes_l2_to_l1", double(counters_.bytes_staged));
+  stats.emplace_back("bytes_l1_to_l2", double(counters_.bytes_written_back));
+  stats.emplace_back("bytes_all_to_all", double(counters_.bytes_all_to_all));
+  return stats;
 }
 
 RowDump TieredStore::dump_rows() {

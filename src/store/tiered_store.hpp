@@ -27,9 +27,11 @@ struct TieredCounters {
 
 class TieredStore : public ParameterStore {
  public:
+  // reports_producer: this trainer is the first one its producer feeds, so its
+  // metrics carry that producer's counters (once per producer).
   TieredStore(MPI_Comm world, MPI_Comm trainers, int producer_rank, std::vector<int> server_ranks,
               int trainer_index, int dim, int num_tables, int64_t l1_rows,
-              std::unique_ptr<model::SparseOptimizer> optimizer);
+              std::unique_ptr<model::SparseOptimizer> optimizer, bool reports_producer);
 
   const char* mode() const override { return "tiered"; }
   void stage(const char* staging, size_t bytes) override;
@@ -38,6 +40,8 @@ class TieredStore : public ParameterStore {
   void flush() override;
   RowDump dump_rows() override;
   void shutdown() override;
+
+  std::vector<std::pair<const char*, double>> level_stats() const override;
 
   const TieredCounters& counters() const { return counters_; }
   const L1DeviceTier& l1() const { return l1_; }
@@ -57,6 +61,8 @@ class TieredStore : public ParameterStore {
   RemotePsStore servers_;  // evaluation and dump, after flush()
   bool flushed_ = false;
   TieredCounters counters_;
+  bool reports_producer_ = false;            // first trainer of its producer: carries its counters
+  double producer_stats_[kProducerStats] = {};  // latest snapshot from the staging plans
 
   // This step's requests, kept from pull() for push().
   std::vector<std::vector<uint32_t>> table_of_request_;   // per owner: table of each key sent
