@@ -70,10 +70,16 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("store.decay", o.store.decay, "per-step decay of lfu_decay's frequencies, in (0, 1)");
   v("store.horizon", o.store.horizon, "rounds of look-ahead beyond the prefetch window");
 
+  v("links.network_gbps", o.links.network_gbps, "modelled network bandwidth, Gb/s (0 = off)");
+  v("links.network_latency_us", o.links.network_latency_us, "modelled network latency per message, us");
+  v("links.h2d_gbps", o.links.h2d_gbps, "modelled host-to-device bandwidth, Gb/s (0 = off)");
+  v("links.h2d_latency_us", o.links.h2d_latency_us, "modelled host-to-device latency per transfer, us");
+
   v("output.dir", o.output.dir, "receives metrics.jsonl and summary.json");
   v("output.metrics_every", o.output.metrics_every, "steps between metrics.jsonl lines");
   v("output.progress_every", o.output.progress_every, "steps between progress lines");
   v("output.log_level", o.output.log_level, "trace | debug | info | warn | error");
+  v("output.trace", o.output.trace, "write the key-access trace of the run to this file");
 }
 
 // Keys whose value must be one of a fixed set.

@@ -74,11 +74,19 @@ struct StoreOptions {
   int horizon = 4;              // rounds of look-ahead beyond the prefetch window (lookahead policy)
 };
 
+struct LinksOptions {
+  double network_gbps = 0;        // modelled network bandwidth in Gb/s (0 = off)
+  double network_latency_us = 0;  // modelled network latency per message
+  double h2d_gbps = 0;            // modelled host-to-device bandwidth in Gb/s (0 = off)
+  double h2d_latency_us = 0;      // modelled host-to-device latency per transfer
+};
+
 struct OutputOptions {
   std::string dir = "runs/latest";  // receives metrics.jsonl and summary.json
   int metrics_every = 50;           // steps between metrics.jsonl lines
   int progress_every = 50;          // steps between progress lines on rank 0
   std::string log_level = "info";   // trace | debug | info | warn | error
+  std::string trace;                // file for the key-access trace (strata trace); empty = none
 };
 
 struct RunOptions {
@@ -89,6 +97,7 @@ struct RunOptions {
   OptimizerOptions optim;
   TrainOptions train;
   StoreOptions store;
+  LinksOptions links;
   OutputOptions output;
 };
 

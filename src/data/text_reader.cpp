@@ -65,7 +65,7 @@ Error file_error(const std::string& path, const std::string& problem, const std:
   return Error("data file '" + path + "' " + problem, fix);
 }
 
-constexpr const char* kPathFix = "check data.train / data.eval (paths are relative to the working directory)";
+constexpr const char* kPathFix = "check the path given in data.train / data.eval";
 
 }  // namespace
 

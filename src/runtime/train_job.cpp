@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "comm/link_model.hpp"
 #include "comm/mpi_channel.hpp"
 #include "common/log.hpp"
 #include "config/deck.hpp"
@@ -88,6 +89,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
       {"servers", {{"rows", server_rows}, {"memory_bytes", server_memory}}},
   };
   if (teacher_auc >= 0) summary["teacher_auc"] = teacher_auc;
+  summary["link_model"] = comm::LinkModel::options().describe();
   if (options.store.mode == "tiered") {
     auto rate = [](double hits, double misses) { return hits + misses > 0 ? hits / (hits + misses) : 0.0; };
     summary["levels"] = {
@@ -114,6 +116,10 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
 int run_train_job(const RunOptions& options, MPI_Comm world) {
   RankContext context = split_roles(options.layout, world);
   init_logging(context.world_rank, role_name(context.role), options.output.log_level);
+  comm::LinkOptions links{options.links.network_gbps, options.links.network_latency_us, options.links.h2d_gbps,
+                          options.links.h2d_latency_us};
+  comm::LinkModel::configure(links);
+  if (context.world_rank == 0 && links.enabled()) spdlog::info("link model ON: {}", links.describe());
 
   double teacher_auc = -1;
   if (context.world_rank == 0) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "comm/link_model.hpp"
 #include "comm/mpi_channel.hpp"
 #include "common/error.hpp"
 #include "data/synthetic.hpp"
@@ -121,6 +122,7 @@ class Trainer {
     comm::receive_bytes(MPI_COMM_WORLD, producer_rank_, comm::kTagBatch, message_, &waited);
     report_.stall_s += waited;
     report_.bytes_batches += message_.size();
+    comm::LinkModel::transfer(comm::Link::kHostToDevice, message_.size());  // the sample stream
     if (message_kind(message_) == BatchMessageKind::kEndOfPhase) {
       phase_ended_ = true;
       return false;

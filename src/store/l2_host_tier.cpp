@@ -5,6 +5,7 @@
 #include <chrono>
 #include <new>
 
+#include "comm/link_model.hpp"
 #include "comm/mpi_channel.hpp"
 #include "comm/wire.hpp"
 #include "common/error.hpp"
@@ -176,6 +177,7 @@ void L2HostTier::fetch_from_servers(const std::vector<RowId>& ids, RowBlock& out
                   " rows with " + std::to_string(rows.size()));
     }
     counters_.bytes_from_l3 += rows.values.size() * sizeof(float);
+    comm::LinkModel::transfer(comm::Link::kNetwork, requests[s].size() + reply.size());
     for (size_t i = 0; i < rows.size(); ++i) {
       const size_t at = first + position[s][i];
       out.ids[at] = rows.ids[i];
@@ -221,6 +223,7 @@ void L2HostTier::write_to_servers(const RowBlock& rows, bool wait) {
     writer.put(op);
     append_row_block(per_server[s], send.bytes);
     counters_.bytes_to_l3 += per_server[s].values.size() * sizeof(float);
+    comm::LinkModel::transfer(comm::Link::kNetwork, send.bytes.size());
     pending_sends_.push_back(std::move(send));
     pending_sends_.back().request =
         comm::send_bytes(world_, server_ranks_[s], comm::kTagProducerRequest, pending_sends_.back().bytes);

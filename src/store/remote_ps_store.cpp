@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "comm/link_model.hpp"
 #include "comm/mpi_channel.hpp"
 #include "comm/wire.hpp"
 #include "store/server_protocol.hpp"
@@ -77,6 +78,7 @@ void RemotePsStore::pull(const data::Batch& batch, std::vector<std::vector<float
     }
     traffic_.rows_pulled += n;
     traffic_.bytes_pulled += r.reply_buffer.size();
+    comm::LinkModel::transfer(comm::Link::kNetwork, r.send_buffer.size() + r.reply_buffer.size());
   }
   finish_pending_sends();
 }
@@ -99,6 +101,7 @@ void RemotePsStore::push(const data::Batch& /*batch*/, const std::vector<std::ve
     }
     traffic_.rows_pushed += n;
     traffic_.bytes_pushed += r.send_buffer.size();
+    comm::LinkModel::transfer(comm::Link::kNetwork, r.send_buffer.size());
     pending_sends_.push_back(comm::send_bytes(world_, server_ranks_[s], comm::kTagServerRequest, r.send_buffer));
   }
   ++step_;

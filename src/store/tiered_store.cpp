@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "comm/link_model.hpp"
 #include "comm/mpi_channel.hpp"
 #include "comm/wire.hpp"
 #include "store/tiered_protocol.hpp"
@@ -35,6 +36,8 @@ void TieredStore::stage(const char* staging, size_t bytes) {
   counters_.l1_write_backs += write_back.size();
   counters_.bytes_staged += message.insert.values.size() * sizeof(float);
   counters_.bytes_written_back += write_back.values.size() * sizeof(float);
+  comm::LinkModel::transfer(comm::Link::kHostToDevice, message.insert.values.size() * sizeof(float));
+  if (write_back.size()) comm::LinkModel::transfer(comm::Link::kHostToDevice, write_back.values.size() * sizeof(float));
   // Every staged round is answered, even with no rows, so the producer knows
   // the evicted rows of that round are safe to serve again.
   // Sent without waiting: the producer collects write-backs inside all its waits.
