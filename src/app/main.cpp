@@ -29,6 +29,7 @@ const char* kUsage =
     "\n"
     "commands:\n"
     "  train --config DECK [--section.key=value ...]   train a model (run under mpirun)\n"
+    "  trace --config DECK --output.trace=FILE [...]   train and write the key-access trace (tiered store)\n"
     "  deck  --config DECK [--section.key=value ...]   print the resolved deck as INI\n"
     "  device                                          list CUDA devices (exit 77 when none)\n"
     "\n"
@@ -95,7 +96,7 @@ int dispatch(const std::vector<std::string>& words) {
   const std::string command = words[0];
   const std::vector<std::string> args(words.begin() + 1, words.end());
   if (command == "device") return command_device();
-  if (command == "train" || command == "deck") {
+  if (command == "train" || command == "deck" || command == "trace") {
     if (wants_help(args)) {
       if (world_rank() == 0) std::printf("usage: strata %s --config DECK [--section.key=value ...]\n\n%s",
                                          command.c_str(), strata::deck_help().c_str());
@@ -105,6 +106,13 @@ int dispatch(const std::vector<std::string>& words) {
     try {
       options = strata::parse_run_options(args);
       check_input_files(options);
+      if (command == "trace") {
+        if (options.output.trace.empty()) {
+          throw strata::Error("strata trace needs a trace file", "add --output.trace=FILE");
+        }
+        // The trace is what the tiered store's planner sees; its budgets do not change it.
+        options.store.mode = "tiered";
+      }
     } catch (const strata::Error& e) {
       if (world_rank() == 0) print_error(e.what());
       return kExitUsage;

@@ -69,6 +69,7 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("store.policy", o.store.policy, "lru | lfu | lfu_decay | lookahead");
   v("store.decay", o.store.decay, "per-step decay of lfu_decay's frequencies, in (0, 1)");
   v("store.horizon", o.store.horizon, "rounds of look-ahead beyond the prefetch window");
+  v("store.fault_l2_every", o.store.fault_l2_every, "fault injection: L2 refuses new rows every Nth round (0 = off)");
 
   v("links.network_gbps", o.links.network_gbps, "modelled network bandwidth, Gb/s (0 = off)");
   v("links.network_latency_us", o.links.network_latency_us, "modelled network latency per message, us");

@@ -72,6 +72,7 @@ struct StoreOptions {
   std::string policy = "lookahead";  // lru | lfu | lfu_decay | lookahead
   double decay = 0.99;          // per-step decay of lfu_decay's frequencies
   int horizon = 4;              // rounds of look-ahead beyond the prefetch window (lookahead policy)
+  int fault_l2_every = 0;       // fault injection: every Nth round L2 refuses rows (0 = off)
 };
 
 struct LinksOptions {

@@ -33,6 +33,14 @@ L2HostTier::L2HostTier(int64_t capacity_rows, int width, const EvictionPolicy& p
   }
 }
 
+void L2HostTier::set_refusing(bool refusing) {
+  if (refusing != refusing_) {
+    spdlog::info("L2: {} (store.fault_l2_every)", refusing ? "refusing new rows, serving misses from the servers (Scheme A)"
+                                                          : "taking rows again");
+  }
+  refusing_ = refusing;
+}
+
 void L2HostTier::touch(int64_t slot, int64_t round) {
   policy_.record_access(usage_[slot], round);
   queue_.update(slot, usage_[slot]);
@@ -88,6 +96,10 @@ void L2HostTier::read(const std::vector<RowId>& ids, int64_t round, RowBlock& ou
   for (size_t i = 0; i < fetched.size(); ++i) {
     out.ids[missing_at[i]] = fetched.ids[i];
     std::copy(fetched.row(i), fetched.row(i) + width_, out.values.data() + missing_at[i] * width_);
+    if (refusing_) {
+      counters_.fallback_rows += 1;
+      continue;
+    }
     make_room(spill);
     touch(cache_->insert(fetched.ids[i], fetched.row(i), /*dirty=*/false), round);
   }
@@ -109,6 +121,10 @@ void L2HostTier::write_back(const RowBlock& rows, int64_t round) {
     if (slot >= 0) {
       std::copy(rows.row(i), rows.row(i) + width_, cache_->row(slot));
       cache_->set_dirty(slot, true);
+    } else if (refusing_) {
+      spill.append(rows.ids[i], rows.row(i));  // newer than L3: goes straight down
+      counters_.fallback_rows += 1;
+      continue;
     } else {
       make_room(spill);
       slot = cache_->insert(rows.ids[i], rows.row(i), /*dirty=*/true);

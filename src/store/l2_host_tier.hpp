@@ -41,6 +41,10 @@ class L2HostTier {
   int64_t capacity() const { return cache_ ? cache_->capacity() : 0; }
   int64_t size() const { return cache_ ? cache_->size() : 0; }
   bool fallback() const { return !cache_; }
+  // While refusing, L2 takes no new rows (as when its memory is exhausted): misses
+  // pass straight from the servers to L1 and write-backs of rows it does not
+  // hold go straight to the servers. Used by the fault-injection flag.
+  void set_refusing(bool refusing);
 
  private:
   void make_room(RowBlock& spill);  // evicts until one row fits; dirty victims go to spill
@@ -64,6 +68,7 @@ class L2HostTier {
   };
   std::vector<PendingSend> pending_sends_;  // asynchronous write-backs in flight
   L2Counters counters_;
+  bool refusing_ = false;
 };
 
 }  // namespace strata::store

@@ -21,6 +21,7 @@ int64_t rows_for_budget(double megabytes, int width) {
 ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vector<int> owners,
                                  std::vector<int> owner_ranks, std::vector<int> server_ranks, MPI_Comm world)
     : depth_(options.store.prefetch_depth),
+      fault_l2_every_(options.store.fault_l2_every),
       width_(width),
       l1_rows_(rows_for_budget(options.store.l1_mb, width)),
       owners_(std::move(owners)),
@@ -29,13 +30,22 @@ ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vect
       policy_(make_eviction_policy(options.store.policy, options.store.decay)),
       evicted_(owners_.size()),
       flushed_(owners_.size(), false) {
+  if (!options.output.trace.empty()) {
+    // One file per producer (it plans only its own trainers' L1s); the first is the plain path.
+    trace_ = std::make_unique<io::AccessTraceWriter>(owners_.size() && owners_[0] == 0
+                                                         ? options.output.trace
+                                                         : options.output.trace + ".owner" + std::to_string(owners_[0]));
+  }
   for (int owner : owners_) directories_.emplace_back(owner, l1_rows_, width * int(sizeof(float)), *policy_);
   l2_ = std::make_unique<L2HostTier>(rows_for_budget(options.store.l2_mb, width), width, *policy_, world,
                                      std::move(server_ranks), [this] { poll(); });
 }
 
 void ProducerStaging::add_round(int64_t round, const std::vector<std::vector<RowId>>& rows_per_owner) {
-  for (size_t i = 0; i < owners_.size(); ++i) directories_[i].add_round(round, rows_per_owner[i]);
+  for (size_t i = 0; i < owners_.size(); ++i) {
+    if (trace_) trace_->write(round, owners_[i], rows_per_owner[i]);
+    directories_[i].add_round(round, rows_per_owner[i]);
+  }
 }
 
 void ProducerStaging::poll() {
@@ -108,6 +118,7 @@ StagingMessage ProducerStaging::stage(int64_t round, size_t owner_index) {
   StagingMessage message;
   message.round = round;
   message.evict = std::move(plan.evict);
+  l2_->set_refusing(fault_l2_every_ > 0 && round % fault_l2_every_ == 0);
   l2_->read(plan.insert, round, message.insert);
   for (const RowId& id : message.evict) pending_[id] += 1;
   evicted_[owner_index].emplace_back(round, message.evict);

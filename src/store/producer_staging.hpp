@@ -17,6 +17,7 @@
 #include "store/l1_directory.hpp"
 #include "store/l2_host_tier.hpp"
 #include "store/staging_message.hpp"
+#include "io/access_trace.hpp"
 
 namespace strata::store {
 
@@ -62,6 +63,7 @@ class ProducerStaging {
   bool is_pending(const RowId& id) const { return pending_.count(id) != 0; }
 
   int depth_;
+  int fault_l2_every_;
   int width_;
   int64_t l1_rows_;
   std::vector<int> owners_;
@@ -75,6 +77,7 @@ class ProducerStaging {
   std::vector<std::deque<std::pair<int64_t, std::vector<RowId>>>> evicted_;
   std::unordered_map<RowId, int, RowIdHash> pending_;  // evicted, write-back not yet applied
   std::vector<bool> flushed_;
+  std::unique_ptr<io::AccessTraceWriter> trace_;  // output.trace (one file per producer)
   StagingCounters counters_;
 };
 
