@@ -74,8 +74,8 @@ inline DataOptions criteo_options() {
 struct Drained {
   std::vector<float> labels;
   std::vector<float> dense;
-  std::vector<std::vector<uint64_t>> keys;     // per table, bag order
-  std::vector<std::vector<int32_t>> lengths;   // per table, bag lengths
+  std::vector<std::vector<uint64_t>> keys;    // per table, bag order
+  std::vector<std::vector<int32_t>> lengths;  // per table, bag lengths
 };
 
 inline void append(Drained& all, const Batch& batch) {

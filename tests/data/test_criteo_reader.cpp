@@ -41,7 +41,8 @@ TEST(CriteoReader, ParsesFields) {
   ScratchDir dir;
   std::vector<std::string> dense = {"0", "-3", "5", "", "1000000"};
   std::vector<std::string> cats = {"68fd1e64", "", "ABCDEF01", "1", "0123456789abcdef"};
-  const std::string path = dir.file("a.tsv", criteo_line("1", dense, cats) + "\n" + criteo_line("0", {}, {}) + "\n");
+  const std::string path =
+      dir.file("a.tsv", criteo_line("1", dense, cats) + "\n" + criteo_line("0", {}, {}) + "\n");
   const Drained all = read_all(path);
   ASSERT_EQ(all.labels, (std::vector<float>{1.0f, 0.0f}));
   ASSERT_EQ(all.dense.size(), 26u);
@@ -77,9 +78,13 @@ TEST(CriteoReader, ToleratesCrlfMissingNewlineAndStrippedFields) {
     EXPECT_EQ(other->keys, a.keys);
   }
   // Trailing empty fields stripped: "1\t7" is "1\t7\t\t...\t" with 40 fields.
-  const Drained stripped = read_all(dir.file("stripped.tsv", "1\t7\n0\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13\tab\n"));
-  const Drained padded = read_all(dir.file("padded.tsv", criteo_line("1", {"7"}, {}) + "\n" +
-                                                          criteo_line("0", {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13"}, {"ab"}) + "\n"));
+  const Drained stripped =
+      read_all(dir.file("stripped.tsv", "1\t7\n0\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13\tab\n"));
+  const Drained padded = read_all(dir.file(
+      "padded.tsv",
+      criteo_line("1", {"7"}, {}) + "\n" +
+          criteo_line("0", {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13"}, {"ab"}) +
+          "\n"));
   ASSERT_EQ(stripped.labels.size(), 2u);
   EXPECT_EQ(stripped.dense, padded.dense);
   EXPECT_EQ(stripped.keys, padded.keys);
@@ -146,8 +151,9 @@ TEST(CriteoReader, StrictModeNamesFileLineColumnAndFix) {
   DataOptions options = criteo_options();
   options.strict = true;
   for (const BadLine& bad : bad_lines()) {
-    const std::string path = dir.file("strict.tsv", numbered_criteo_line(0) + "\n" + numbered_criteo_line(1) + "\n" +
-                                                        bad.text + "\n" + numbered_criteo_line(3) + "\n");
+    const std::string path =
+        dir.file("strict.tsv", numbered_criteo_line(0) + "\n" + numbered_criteo_line(1) + "\n" + bad.text +
+                                   "\n" + numbered_criteo_line(3) + "\n");
     auto reader = open_text_reader(options, path, 0, 1);
     Batch batch;
     batch.reset(13, 26);

@@ -57,9 +57,10 @@ TEST(CsvSpec, ParsesGroupsInOrder) {
 }
 
 TEST(CsvSpec, ErrorsNameTheKeyAndShowTheGrammar) {
-  for (const std::string spec : {"", "dense:13", "label,label", "label,dense", "label,dense:0", "label,dense:x",
-                                 "label,cat:-1", "label,foo:3", "label,,cat:1", "label,multi:2", "label,multi:2:",
-                                 "label,multi:2:||", "label,multi:1:,", "label:1", "label,multi:x:|"}) {
+  for (const std::string spec :
+       {"", "dense:13", "label,label", "label,dense", "label,dense:0", "label,dense:x", "label,cat:-1",
+        "label,foo:3", "label,,cat:1", "label,multi:2", "label,multi:2:", "label,multi:2:||",
+        "label,multi:1:,", "label:1", "label,multi:x:|"}) {
     try {
       parse_csv_schema(csv(spec));
       ADD_FAILURE() << "accepted '" << spec << "'";
@@ -110,11 +111,11 @@ TEST(CsvReader, MalformedLinesAreSkippedWithTheirColumn) {
   DataOptions options = csv("label,dense:1,cat:1", "\t");
   const std::string path = dir.file("b.tsv",
                                     "1\t3\tq\n"
-                                    "2\t3\tq\n"          // bad label
-                                    "1\tabc\tq\n"        // bad dense
-                                    "1\tnan\tq\n"        // not finite
-                                    "1\t3\tq\textra\n"   // too many fields
-                                    "0\t1e999\tq\n"      // overflows a double
+                                    "2\t3\tq\n"         // bad label
+                                    "1\tabc\tq\n"       // bad dense
+                                    "1\tnan\tq\n"       // not finite
+                                    "1\t3\tq\textra\n"  // too many fields
+                                    "0\t1e999\tq\n"     // overflows a double
                                     "0\t-2\tr\n");
   auto reader = open_text_reader(options, path, 0, 1);
   const Drained got = testing::drain(*reader, 16, 1, 1);
@@ -144,7 +145,9 @@ TEST(CsvReader, HeaderIsSkippedOnceAndLinesKeepTheirNumbers) {
   ScratchDir dir;
   DataOptions options = csv("label,cat:1", ",", true);
   std::string content = "label,item\n";
-  for (int i = 0; i < 30; ++i) content += (i == 20 ? std::string("bad") : std::string(i % 2 ? "1" : "0")) + ",v" + std::to_string(i) + "\n";
+  for (int i = 0; i < 30; ++i)
+    content +=
+        (i == 20 ? std::string("bad") : std::string(i % 2 ? "1" : "0")) + ",v" + std::to_string(i) + "\n";
   const std::string path = dir.file("h.csv", content);
   for (int n = 1; n <= 5; ++n) {
     int64_t samples = 0;

@@ -26,7 +26,8 @@ std::string id_line(int i, bool long_line) {
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%x", unsigned(i));
   std::vector<std::string> dense;
-  for (int j = 0; j < (long_line ? 13 : i % 5); ++j) dense.push_back(std::to_string(long_line ? 1234567890123 + j : j));
+  for (int j = 0; j < (long_line ? 13 : i % 5); ++j)
+    dense.push_back(std::to_string(long_line ? 1234567890123 + j : j));
   std::vector<std::string> cats = {hex};
   if (long_line) cats.resize(26, "ffffffffffffffff");
   return criteo_line(i % 2 ? "1" : "0", dense, cats);
@@ -61,9 +62,8 @@ TEST(Sharding, EveryLineExactlyOnceInOrder) {
     size_t buffer;
   };
   const std::vector<Case> cases = {
-      {1, true, 0, 16},    {1, false, 0, 16},   {2, true, 0, 16},    {2, false, 0, 4096},
-      {3, true, 2, 16},    {10, false, 3, 32},  {57, true, 4, 64},   {200, true, 7, 100},
-      {200, false, 0, 1 << 20},
+      {1, true, 0, 16},   {1, false, 0, 16}, {2, true, 0, 16},    {2, false, 0, 4096},      {3, true, 2, 16},
+      {10, false, 3, 32}, {57, true, 4, 64}, {200, true, 7, 100}, {200, false, 0, 1 << 20},
   };
   for (const Case& c : cases) {
     const std::string path = dir.file("ids.tsv", make_file(c.lines, c.final_newline, c.long_every));
@@ -174,7 +174,8 @@ TEST(Sharding, SeekResumesExactly) {
         }
         resumed.labels.insert(resumed.labels.end(), rest.labels.begin(), rest.labels.end());
         resumed.dense.insert(resumed.dense.end(), rest.dense.begin(), rest.dense.end());
-        EXPECT_EQ(resumed.labels, uninterrupted.labels) << "shard " << s << "/" << n << " resumed after " << k;
+        EXPECT_EQ(resumed.labels, uninterrupted.labels)
+            << "shard " << s << "/" << n << " resumed after " << k;
         EXPECT_EQ(resumed.dense, uninterrupted.dense);
         EXPECT_EQ(resumed.keys, uninterrupted.keys);
         EXPECT_EQ(second->position().line, whole->position().line);

@@ -97,7 +97,8 @@ TEST(Synthetic, ShapesFollowTheOptions) {
     EXPECT_EQ(got.keys[t].size(), size_t(300 * hot[t]));
   }
   // Keys are feature_key(table, rank) with rank < vocab size.
-  EXPECT_EQ(std::set<uint64_t>(got.keys[0].begin(), got.keys[0].end()), std::set<uint64_t>{feature_key(0, uint64_t(0))});
+  EXPECT_EQ(std::set<uint64_t>(got.keys[0].begin(), got.keys[0].end()),
+            std::set<uint64_t>{feature_key(0, uint64_t(0))});
   std::set<uint64_t> allowed;
   for (uint64_t v = 0; v < 10; ++v) allowed.insert(feature_key(1, v));
   for (uint64_t k : got.keys[1]) EXPECT_TRUE(allowed.count(k));
@@ -147,7 +148,7 @@ TEST(Synthetic, TeacherIsMeaningful) {
   options.teacher_scale = 2.0;  // a stronger teacher separates better
   EXPECT_GT(SyntheticDataset(options).teacher_auc(16384), auc);
   options.teacher_scale = 1.0;
-  options.hotness = "4";        // multi-hot bags: the teacher averages, still meaningful
+  options.hotness = "4";  // multi-hot bags: the teacher averages, still meaningful
   const double multi = SyntheticDataset(options).teacher_auc(16384);
   EXPECT_GT(multi, 0.7);
 }

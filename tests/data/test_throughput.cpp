@@ -2,7 +2,6 @@
 // (label slow): prints samples/s per core (thread CPU time, so that other load on
 // the machine matters less) and checks only a floor far below the targets.
 #include <gtest/gtest.h>
-
 #include <time.h>
 
 #include <cstdio>
@@ -55,7 +54,8 @@ TEST(Throughput, CriteoParse) {
   }
   const double elapsed = (cpu_seconds() - start);
   const double rate = double(samples) / elapsed;
-  std::printf("criteo parse: %.3g samples/s, %.0f MB/s\n", rate, 3.0 * double(content.size()) / elapsed / 1e6);
+  std::printf("criteo parse: %.3g samples/s, %.0f MB/s\n", rate,
+              3.0 * double(content.size()) / elapsed / 1e6);
   EXPECT_EQ(samples, 600000);
   EXPECT_GT(rate, 1e5);
 }

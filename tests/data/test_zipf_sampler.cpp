@@ -60,8 +60,13 @@ TEST(ZipfSampler, RankRatioAndSlope) {
 
 TEST(ZipfSampler, BucketsMatchTheExactLawAcrossHeadAndTail) {
   // Buckets straddle the alias head (first 16384 ranks) and the rejection-inversion tail.
-  for (auto [n, s] : {std::pair<uint64_t, double>{100000, 1.05}, {100000, 0.5}, {40000, 1.2}, {20000, 2.0},
-                      {50, 1.3}, {7, 0.0}}) {
+  for (auto [n, s] : {std::pair<uint64_t, double>{100000, 1.05},
+                      {100000, 1.0},
+                      {100000, 0.5},
+                      {40000, 1.2},
+                      {20000, 2.0},
+                      {50, 1.3},
+                      {7, 0.0}}) {
     const int64_t draws = 2000000;
     const std::vector<int64_t> counts = histogram(n, s, draws, 99);
     std::vector<uint64_t> edges = {0, 1, 2, 5, 16, 100, 1000, 16383, 16384, 16385, 20000, 40000, 70000, n};
@@ -73,7 +78,8 @@ TEST(ZipfSampler, BucketsMatchTheExactLawAcrossHeadAndTail) {
       const double p = mass(n, s, lo, hi);
       const double expected = p * double(draws);
       const double sigma = std::sqrt(expected * (1 - p)) + 1.0;
-      EXPECT_NEAR(double(got), expected, 5 * sigma) << "n " << n << " s " << s << " ranks [" << lo << ", " << hi << ")";
+      EXPECT_NEAR(double(got), expected, 5 * sigma)
+          << "n " << n << " s " << s << " ranks [" << lo << ", " << hi << ")";
     }
   }
 }
