@@ -6,6 +6,8 @@
 
 #include <Kokkos_Core.hpp>
 #include <cstdio>
+#include <cstdlib>
+#include <sys/wait.h>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -31,6 +33,7 @@ const char* kUsage =
     "  train --config DECK [--section.key=value ...]   train a model (run under mpirun)\n"
     "  trace --config DECK --output.trace=FILE [...]   train and write the key-access trace (tiered store)\n"
     "  deck  --config DECK [--section.key=value ...]   print the resolved deck as INI\n"
+    "  report --run DIR                                render a run's metrics as PNG plots\n"
     "  device                                          list CUDA devices (exit 77 when none)\n"
     "\n"
     "'strata train --help' lists every deck key with its default.\n";
@@ -84,6 +87,19 @@ int command_device() {
 #endif
 }
 
+// Plots are matplotlib's job: run the shipped script with Debian's python3.
+int command_report(const std::vector<std::string>& args) {
+  if (world_rank() != 0) return 0;
+  std::string command = std::string(STRATA_PYTHON_EXECUTABLE) + " " STRATA_SOURCE_DIR "/scripts/strata_report.py";
+  for (const auto& a : args) {
+    std::string quoted = "'";
+    for (char c : a) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    command += " " + quoted + "'";
+  }
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 int dispatch(const std::vector<std::string>& words) {
   if (words.empty() || words[0] == "--help" || words[0] == "-h" || words[0] == "help") {
     if (world_rank() == 0) std::printf("%s\n%s", kUsage, strata::deck_help().c_str());
@@ -96,6 +112,7 @@ int dispatch(const std::vector<std::string>& words) {
   const std::string command = words[0];
   const std::vector<std::string> args(words.begin() + 1, words.end());
   if (command == "device") return command_device();
+  if (command == "report") return command_report(args);
   if (command == "train" || command == "deck" || command == "trace") {
     if (wants_help(args)) {
       if (world_rank() == 0) std::printf("usage: strata %s --config DECK [--section.key=value ...]\n\n%s",

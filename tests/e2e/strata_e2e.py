@@ -151,6 +151,44 @@ def tiered_matrix(r, trainers):
     print(f"{runs} tiered runs with {trainers} trainers all match ps digest {ps['params_digest'][:16]}")
 
 
+def case_tiered_fallback(r):
+    """Scheme A fallback forced by fault injection: L2 refuses rows every 3rd
+    round, the rows go straight between the servers and L1, results stay exact."""
+    ps = r.run("fallback_ps", 4, "--layout.trainers=2", "--store.mode=ps")
+    s = r.run("fallback_fault", 4, "--layout.trainers=2", "--store.mode=tiered", "--store.fault_l2_every=3",
+              "--store.l1_mb=" + megabytes(2000), "--store.l2_mb=" + megabytes(4000))
+    assert s["levels"]["l2"]["fallback_rows"] > 0, s["levels"]
+    assert s["params_digest"] == ps["params_digest"], "fault-injected fallback changed the numbers"
+    tiny = r.run("fallback_no_l2", 4, "--layout.trainers=2", "--store.mode=tiered", "--store.l2_mb=0")
+    assert tiny["levels"]["l2"]["fallback_rows"] > 0 and tiny["params_digest"] == ps["params_digest"]
+    print("fallback rows", s["levels"]["l2"]["fallback_rows"], tiny["levels"]["l2"]["fallback_rows"])
+
+
+def case_report_plots(r):
+    r.run("report", 4, "--layout.trainers=2", "--store.mode=tiered")
+    run_dir = os.path.join(r.workdir, "report")
+    proc = subprocess.run([r.strata, "report", "--run", run_dir], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name in ("throughput.png", "hit_rate.png", "bytes.png"):
+        path = os.path.join(run_dir, name)
+        with open(path, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n", f"{name} is not a PNG"
+    bad = subprocess.run([r.strata, "report", "--run", "/nonexistent"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "/nonexistent/metrics.jsonl" in bad.stderr
+
+
+def case_trace_written(r):
+    trace = os.path.join(r.workdir, "run.trace")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    cmd = [r.mpiexec, "-n", "3", "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+    proc = subprocess.run(cmd + [r.strata, "trace", "--config", TINY, "--output.dir=" + os.path.join(r.workdir, "t"),
+                                 "--output.trace=" + trace], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    with open(trace, "rb") as f:
+        assert f.read(8) == b"STRATRC1"
+    assert os.path.getsize(trace) > 60 * 16
+
+
 def case_tiered_exact_t1(r):
     tiered_matrix(r, 1)
 
