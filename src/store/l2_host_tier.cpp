@@ -14,13 +14,15 @@
 namespace strata::store {
 
 L2HostTier::L2HostTier(int64_t capacity_rows, int width, const EvictionPolicy& policy, MPI_Comm world,
-                       std::vector<int> server_ranks, std::function<void()> service)
+                       std::vector<int> server_ranks, std::function<void()> service,
+                       std::function<void(const RowId&, float*)> new_row)
     : width_(width),
       policy_(policy),
       world_(world),
       server_ranks_(std::move(server_ranks)),
       service_(std::move(service)),
-      queue_(policy) {
+      queue_(policy),
+      new_row_(std::move(new_row)) {
   if (capacity_rows > 0) {
     try {
       cache_ = std::make_unique<RowCache>(capacity_rows, width);
@@ -155,7 +157,16 @@ void L2HostTier::fetch_from_servers(const std::vector<RowId>& ids, RowBlock& out
   const int servers = static_cast<int>(server_ranks_.size());
   std::vector<std::vector<RowId>> per_server(servers);
   std::vector<std::vector<size_t>> position(servers);
+  const size_t first = out.size();
+  out.ids.resize(first + ids.size());
+  out.values.resize((first + ids.size()) * width_);
   for (size_t i = 0; i < ids.size(); ++i) {
+    if (!on_servers_.count(ids[i])) {  // never written down: the servers do not have it
+      out.ids[first + i] = ids[i];
+      new_row_(ids[i], out.values.data() + (first + i) * width_);
+      counters_.rows_created += 1;
+      continue;
+    }
     const int s = server_of(ids[i].table, ids[i].key, servers);
     per_server[s].push_back(ids[i]);
     position[s].push_back(i);
@@ -169,9 +180,6 @@ void L2HostTier::fetch_from_servers(const std::vector<RowId>& ids, RowBlock& out
     writer.put_vector(per_server[s]);
     sends.push_back(comm::send_bytes(world_, server_ranks_[s], comm::kTagProducerRequest, requests[s]));
   }
-  const size_t first = out.size();
-  out.ids.resize(first + ids.size());
-  out.values.resize((first + ids.size()) * width_);
   auto start = std::chrono::steady_clock::now();
   std::vector<char> reply;
   for (int s = 0; s < servers; ++s) {
@@ -229,6 +237,7 @@ void L2HostTier::write_to_servers(const RowBlock& rows, bool wait) {
   for (auto& b : per_server) b.width = width_;
   for (size_t i = 0; i < rows.size(); ++i) {
     per_server[server_of(rows.ids[i].table, rows.ids[i].key, servers)].append(rows.ids[i], rows.row(i));
+    on_servers_.insert(rows.ids[i]);
   }
   const ProducerOp op = wait ? ProducerOp::kWriteBackSync : ProducerOp::kWriteBack;
   for (int s = 0; s < servers; ++s) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <unordered_set>
 #include <vector>
 
 #include "store/eviction_policy.hpp"
@@ -21,14 +22,19 @@ namespace strata::store {
 struct L2Counters {
   uint64_t hits = 0, misses = 0, evictions = 0, write_backs_to_l3 = 0, fallback_rows = 0;
   uint64_t bytes_from_l3 = 0, bytes_to_l3 = 0;
+  uint64_t rows_created = 0;  // first uses made here, with no server round trip
   double fetch_wait_s = 0;
 };
 
 class L2HostTier {
  public:
   // `service` runs while waiting on the servers so the producer keeps answering its trainers.
+  // `new_row` writes the initial full row of an id. Every row this tier's trainers
+  // own passes through this tier, so when the servers started empty it knows which
+  // rows they hold; a row they do not hold is made here instead of fetched.
   L2HostTier(int64_t capacity_rows, int width, const EvictionPolicy& policy, MPI_Comm world,
-             std::vector<int> server_ranks, std::function<void()> service);
+             std::vector<int> server_ranks, std::function<void()> service,
+             std::function<void(const RowId&, float*)> new_row);
 
   // Full rows (values + state) of `ids`, in order, appended to out.
   void read(const std::vector<RowId>& ids, int64_t round, RowBlock& out);
@@ -69,6 +75,8 @@ class L2HostTier {
   std::vector<PendingSend> pending_sends_;  // asynchronous write-backs in flight
   L2Counters counters_;
   bool refusing_ = false;
+  std::function<void(const RowId&, float*)> new_row_;
+  std::unordered_set<RowId, RowIdHash> on_servers_;  // rows this tier has written to the servers
 };
 
 }  // namespace strata::store

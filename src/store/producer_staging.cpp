@@ -6,6 +6,7 @@
 #include "comm/mpi_channel.hpp"
 #include "comm/wire.hpp"
 #include "common/error.hpp"
+#include "store/row_init.hpp"
 #include "store/tiered_protocol.hpp"
 
 namespace strata::store {
@@ -20,7 +21,11 @@ int64_t rows_for_budget(double megabytes, int width) {
 
 ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vector<int> owners,
                                  std::vector<int> owner_ranks, std::vector<int> server_ranks, MPI_Comm world)
-    : depth_(options.store.prefetch_depth),
+    : seed_(options.train.seed),
+      row_init_scale_(options.model.row_init_scale),
+      dim_(options.model.embedding_dim),
+      sparse_optimizer_(model::make_sparse_optimizer(options.optim)),
+      depth_(options.store.prefetch_depth),
       fault_l2_every_(options.store.fault_l2_every),
       width_(width),
       l1_rows_(rows_for_budget(options.store.l1_mb, width)),
@@ -38,7 +43,13 @@ ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vect
   }
   for (int owner : owners_) directories_.emplace_back(owner, l1_rows_, width * int(sizeof(float)), *policy_);
   l2_ = std::make_unique<L2HostTier>(rows_for_budget(options.store.l2_mb, width), width, *policy_, world,
-                                     std::move(server_ranks), [this] { poll(); });
+                                     std::move(server_ranks), [this] { poll(); },
+                                     [this](const RowId& id, float* row) { new_row(id, row); });
+}
+
+void ProducerStaging::new_row(const RowId& id, float* row) const {
+  init_row_values(id.table, id.key, seed_, row_init_scale_, row, dim_);
+  sparse_optimizer_->init_state(row + dim_, dim_);
 }
 
 void ProducerStaging::add_round(int64_t round, const std::vector<std::vector<RowId>>& rows_per_owner) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/options.hpp"
+#include "model/optimizers.hpp"
 #include "store/eviction_policy.hpp"
 #include "store/l1_directory.hpp"
 #include "store/l2_host_tier.hpp"
@@ -62,6 +63,13 @@ class ProducerStaging {
   void apply_arrived();
   bool is_pending(const RowId& id) const { return pending_.count(id) != 0; }
 
+  // Initial full row (values + optimizer state), as the servers would make it.
+  void new_row(const RowId& id, float* row) const;
+
+  uint64_t seed_;
+  float row_init_scale_;
+  int dim_;
+  std::unique_ptr<model::SparseOptimizer> sparse_optimizer_;
   int depth_;
   int fault_l2_every_;
   int width_;
