@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "backend/host/host_row_gather.hpp"
 #include "common/error.hpp"
 
 namespace strata::store {
@@ -37,8 +38,10 @@ void L1DeviceTier::apply(const StagingMessage& staging, RowBlock& write_back) {
   }
 }
 
-void L1DeviceTier::gather(const RowId* ids, size_t n, float* values) const {
-  for (size_t i = 0; i < n; ++i) std::memcpy(values + i * dim_, cache_.row(slot_of(ids[i])), sizeof(float) * dim_);
+void L1DeviceTier::gather(const RowId* ids, size_t n, float* values) {
+  gather_slots_.resize(n);
+  for (size_t i = 0; i < n; ++i) gather_slots_[i] = slot_of(ids[i]);
+  if (n) backend::host::gather_rows(cache_.row(0), cache_.width(), gather_slots_.data(), n, dim_, values, gather_plan_);
 }
 
 void L1DeviceTier::add_gradients(const RowId* ids, size_t n, const float* grads) {

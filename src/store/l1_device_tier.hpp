@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "backend/host/host_row_gather.hpp"
 #include "model/optimizers.hpp"
 #include "store/gradient_accumulator.hpp"
 #include "store/row_cache.hpp"
@@ -27,7 +28,7 @@ class L1DeviceTier {
   // Evicts and inserts as planned; dirty evicted rows are appended to write_back.
   void apply(const StagingMessage& staging, RowBlock& write_back);
   // values (n, dim) of owned rows; every one must be resident (staged).
-  void gather(const RowId* ids, size_t n, float* values) const;
+  void gather(const RowId* ids, size_t n, float* values);
   // Adds one trainer's gradients (n, dim) for rows ids; call trainer by trainer in rank order.
   void add_gradients(const RowId* ids, size_t n, const float* grads);
   // Applies the optimizer to every row that received gradients; marks them dirty.
@@ -42,6 +43,8 @@ class L1DeviceTier {
   std::unique_ptr<model::SparseOptimizer> optimizer_;
   RowCache cache_;
   GradientAccumulator gradients_;
+  std::vector<int64_t> gather_slots_;
+  backend::host::RowGatherPlan gather_plan_;
 };
 
 }  // namespace strata::store
