@@ -31,7 +31,11 @@ def parse_args():
     p.add_argument("--batch", type=int, default=256, help="global batch size")
     p.add_argument("--steps", type=int, default=2000, help="timed training steps")
     p.add_argument("--warmup", type=int, default=50, help="untimed steps before the clock starts")
-    p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (and OpenBLAS threads)")
+    p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (OpenMP threads of torch's ops)")
+    p.add_argument("--blas-threads", type=int, default=1,
+                   help="OpenBLAS threads (its own pthread pool, beside torch's OpenMP one); 1 by default "
+                        "because with both pools as wide as the cores they fight over them: on 2 cores "
+                        "--threads=2 --blas-threads=2 measured about half the samples/s of --blas-threads=1")
     p.add_argument("--vocab", type=int, default=100000, help="rows per table; key -> row = key mod vocab")
     p.add_argument("--zipf", type=float, default=1.05, help="Zipf exponent of the synthetic keys")
     p.add_argument("--dim", type=int, default=16, help="embedding dimension")
@@ -47,8 +51,8 @@ def parse_args():
 
 args = parse_args()
 # OpenBLAS (which torch's Debian build calls for GEMM) reads its thread count at load.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))
-os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+os.environ["OPENBLAS_NUM_THREADS"] = str(args.blas_threads)
+os.environ["OMP_NUM_THREADS"] = str(args.threads)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -189,6 +193,7 @@ def main():
 
     print(json.dumps({
         "peer": "pytorch", "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "blas_threads": args.blas_threads,
         "tables": args.tables, "data": args.data or "synthetic", "batch": b, "steps": args.steps,
         "warmup": args.warmup, "samples": args.steps * b, "train_seconds": round(seconds, 4),
         "samples_per_s": round(args.steps * b / seconds, 1), "mean_loss": round(loss_sum / args.steps, 5),

@@ -27,6 +27,7 @@ for x in r["results"]:
 PY
 )
 echo
+/usr/bin/python3 bench/bench_dlrm.py --wait-quiet-only
 "$BUILD_DIR/bin/bench_gemm_peak" --threads=1,2 --batches=128,256,512,1024 --square=1024 "${STRATA_RUNS[@]}" \
   | tee "$OUT/gemm_peak.txt"
 
