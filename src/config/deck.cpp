@@ -22,9 +22,9 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("layout.trainers", o.layout.trainers, "ranks that run the dense network (one per GPU or core)");
   v("layout.servers", o.layout.servers, "parameter-server ranks holding the sparse tables");
 
-  v("data.source", o.data.source, "criteo | csv | synthetic");
-  v("data.train", o.data.train, "training file (criteo, csv)");
-  v("data.eval", o.data.eval, "held-out file (criteo, csv)");
+  v("data.source", o.data.source, "criteo | csv | synthetic | hdf5 (from strata convert)");
+  v("data.train", o.data.train, "training file (criteo, csv, hdf5)");
+  v("data.eval", o.data.eval, "held-out file (criteo, csv, hdf5)");
   v("data.strict", o.data.strict, "make the first malformed line fatal instead of skipping it");
   v("data.max_errors_reported", o.data.max_errors_reported, "malformed lines logged one by one");
   v("data.csv_delimiter", o.data.csv_delimiter, "csv field separator (\\t or tab for TSV)");
@@ -81,12 +81,42 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("output.progress_every", o.output.progress_every, "steps between progress lines");
   v("output.log_level", o.output.log_level, "trace | debug | info | warn | error");
   v("output.trace", o.output.trace, "write the key-access trace of the run to this file");
+
+  v("checkpoint.dir", o.checkpoint.dir, "directory for HDF5 checkpoints (empty = none)");
+  v("checkpoint.every_steps", o.checkpoint.every_steps, "write a checkpoint every N steps (0 = off)");
+  v("checkpoint.every_seconds", o.checkpoint.every_seconds, "write a checkpoint every S seconds (0 = off)");
+  v("checkpoint.keep", o.checkpoint.keep, "complete checkpoints kept (older ones are removed)");
+  v("checkpoint.resume", o.checkpoint.resume, "resume from DIR | FILE | latest (empty = fresh start)");
+
+  v("tune.plugin", o.tune.plugin, "grid | random | optuna | /path/to/plugin.so");
+  v("tune.trials", o.tune.trials, "trials to run in this invocation");
+  v("tune.trial_steps", o.tune.trial_steps, "measured steps per trial");
+  v("tune.warmup_steps", o.tune.warmup_steps, "unmeasured steps before each trial's clock starts");
+  v("tune.study", o.tune.study, "optuna study file (journal .log or SQLite .db); empty = in memory");
+  v("tune.sampler", o.tune.sampler, "optuna sampler: tpe | random | cmaes");
+  v("tune.seed", o.tune.seed, "seed of the random and optuna samplers");
+  v("tune.grid_points", o.tune.grid_points, "points per numeric knob in the grid plugin");
+  v("tune.l1_limit_mb", o.tune.l1_limit_mb, "trials with a larger store.l1_mb are pruned");
+  v("tune.l2_limit_mb", o.tune.l2_limit_mb, "trials with a larger store.l2_mb are pruned");
+  v("tune.space_l1_mb", o.tune.space_l1_mb, "search space of store.l1_mb: lo:hi[:log] | a|b | empty");
+  v("tune.space_l2_mb", o.tune.space_l2_mb, "search space of store.l2_mb");
+  v("tune.space_prefetch_depth", o.tune.space_prefetch_depth, "search space of store.prefetch_depth");
+  v("tune.space_policy", o.tune.space_policy, "candidate store.policy values, a|b|c");
+  v("tune.space_layout", o.tune.space_layout, "candidate producers/trainers/servers, e.g. 1/2/1|2/1/1");
+  v("tune.space_batch_size", o.tune.space_batch_size, "search space of train.batch_size");
+
+  v("autotune.online", o.autotune.online, "online cache controller during strata train (tiered)");
+  v("autotune.every_steps", o.autotune.every_steps, "steps between the controller's decisions");
+  v("autotune.min_prefetch", o.autotune.min_prefetch, "smallest prefetch depth the controller sets");
+  v("autotune.max_prefetch", o.autotune.max_prefetch, "largest prefetch depth the controller sets");
+  v("autotune.step_fraction", o.autotune.step_fraction, "share of a level's budget moved per decision");
 }
 
 // Keys whose value must be one of a fixed set.
 const std::map<std::string, std::vector<std::string>>& choices() {
   static const std::map<std::string, std::vector<std::string>> table = {
-      {"data.source", {"criteo", "csv", "synthetic"}},
+      {"data.source", {"criteo", "csv", "synthetic", "hdf5"}},
+      {"tune.sampler", {"tpe", "random", "cmaes"}},
       {"model.pooling", {"sum", "mean"}},
       {"optim.dense", {"adam", "adagrad", "sgd"}},
       {"optim.sparse", {"adagrad", "sgd"}},
@@ -254,6 +284,25 @@ void validate(const RunOptions& options) {
   }
   parse_int_list(options.model.bottom_mlp, "model.bottom_mlp");
   parse_int_list(options.model.top_mlp, "model.top_mlp");
+  if (options.checkpoint.every_steps < 0 || options.checkpoint.every_seconds < 0) {
+    throw Error("bad value for checkpoint.every_steps / every_seconds", "both must be >= 0 (0 = off)");
+  }
+  require_positive("checkpoint.keep", options.checkpoint.keep);
+  if ((options.checkpoint.every_steps > 0 || options.checkpoint.every_seconds > 0) && options.checkpoint.dir.empty()) {
+    throw Error("checkpoints requested but checkpoint.dir is empty", "set checkpoint.dir = PATH");
+  }
+  require_positive("tune.trials", options.tune.trials);
+  require_positive("tune.trial_steps", options.tune.trial_steps);
+  if (options.tune.warmup_steps < 0) throw Error("bad value for tune.warmup_steps", "tune.warmup_steps must be >= 0");
+  require_positive("tune.grid_points", options.tune.grid_points);
+  require_positive("autotune.every_steps", options.autotune.every_steps);
+  require_positive("autotune.min_prefetch", options.autotune.min_prefetch);
+  if (options.autotune.max_prefetch < options.autotune.min_prefetch) {
+    throw Error("autotune.max_prefetch < autotune.min_prefetch", "set max_prefetch >= min_prefetch");
+  }
+  if (!(options.autotune.step_fraction > 0 && options.autotune.step_fraction < 1)) {
+    throw Error("bad value for autotune.step_fraction", "autotune.step_fraction must be in (0, 1), e.g. 0.25");
+  }
 }
 
 std::string deck_help() {

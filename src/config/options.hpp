@@ -15,9 +15,9 @@ struct LayoutOptions {
 };
 
 struct DataOptions {
-  std::string source = "synthetic";  // criteo | csv | synthetic
-  std::string train;                 // training file (criteo, csv)
-  std::string eval;                  // held-out file (criteo, csv)
+  std::string source = "synthetic";  // criteo | csv | synthetic | hdf5 (written by strata convert)
+  std::string train;                 // training file (criteo, csv, hdf5)
+  std::string eval;                  // held-out file (criteo, csv, hdf5)
   bool strict = false;               // first malformed line is fatal instead of skipped
   int max_errors_reported = 10;      // malformed lines logged individually (all are counted)
   // Generic CSV/TSV reader.
@@ -90,6 +90,44 @@ struct OutputOptions {
   std::string trace;                // file for the key-access trace (strata trace); empty = none
 };
 
+struct CheckpointOptions {
+  std::string dir;            // where checkpoints go (empty = no checkpoints)
+  int64_t every_steps = 0;    // write one every N steps (0 = off)
+  double every_seconds = 0;   // write one every S seconds of training (0 = off)
+  int keep = 3;               // complete checkpoints kept; older ones are removed
+  std::string resume;         // DIR | FILE | latest (newest complete one in dir); empty = fresh start
+};
+
+// strata tune: a search over runs. Each tune.space_* key is empty (not searched),
+// "lo:hi" or "lo:hi:log" (integers or floats), or "a|b|c" (candidates).
+struct TuneOptions {
+  std::string plugin = "grid";      // grid | random | optuna | /path/to/plugin.so
+  int trials = 8;                   // trials to run in this invocation
+  int64_t trial_steps = 100;        // measured steps per trial
+  int64_t warmup_steps = 20;        // unmeasured steps before each trial's clock starts
+  std::string study;                // optuna study file (journal or .db); empty = in memory
+  std::string sampler = "tpe";      // optuna sampler: tpe | random | cmaes
+  uint64_t seed = 7;                // seed of the random and optuna samplers
+  int grid_points = 3;              // points per numeric knob in the grid plugin
+  double l1_limit_mb = 1024;        // trials with a larger store.l1_mb are pruned
+  double l2_limit_mb = 8192;        // trials with a larger store.l2_mb are pruned
+  std::string space_l1_mb = "1:64:log";          // store.l1_mb
+  std::string space_l2_mb = "0:256";             // store.l2_mb
+  std::string space_prefetch_depth = "1:8";      // store.prefetch_depth
+  std::string space_policy = "lru|lfu|lookahead";  // store.policy
+  std::string space_layout;         // producers/trainers/servers candidates, e.g. "1/2/1|2/1/1"
+  std::string space_batch_size;     // train.batch_size
+};
+
+// The online cache controller of strata train (tiered mode).
+struct AutotuneOptions {
+  bool online = false;        // move budget between L1 and L2 and change the prefetch depth while training
+  int64_t every_steps = 100;  // steps between decisions
+  int min_prefetch = 1;       // prefetch depth limits of the controller
+  int max_prefetch = 8;
+  double step_fraction = 0.25;  // share of a level's budget moved per decision
+};
+
 struct RunOptions {
   std::string config_path;  // the deck this run was read from
   LayoutOptions layout;
@@ -100,6 +138,9 @@ struct RunOptions {
   StoreOptions store;
   LinksOptions links;
   OutputOptions output;
+  CheckpointOptions checkpoint;
+  TuneOptions tune;
+  AutotuneOptions autotune;
 };
 
 // Parses "64,32" into {64, 32}; names the key in the error.
