@@ -5,7 +5,9 @@
 // additions and updates: the heart of the exactness invariant.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "model/optimizers.hpp"
@@ -29,15 +31,23 @@ class GradientAccumulator {
     for (int j = 0; j < dim_; ++j) sum[j] += grad[j];
   }
 
-  // Calls update(slot, summed_grad) for every touched row, then resets.
-  template <class Update>
-  void drain(Update&& update) {
+  // Calls update(slot, summed_grad) for every touched row, in the order rows were
+  // first added, then resets. prefetch(slot) is called a few rows ahead of update.
+  template <class Update, class Prefetch>
+  void drain(Update&& update, Prefetch&& prefetch) {
+    constexpr size_t kAhead = 8;
+    for (size_t i = 0; i < std::min(slots_.size(), kAhead); ++i) prefetch(slots_[i]);
     for (size_t i = 0; i < slots_.size(); ++i) {
+      if (i + kAhead < slots_.size()) prefetch(slots_[i + kAhead]);
       update(slots_[i], sums_.data() + i * dim_);
       index_of_slot_[slots_[i]] = -1;
     }
     slots_.clear();
     sums_.clear();
+  }
+  template <class Update>
+  void drain(Update&& update) {
+    drain(std::forward<Update>(update), [](int64_t) {});
   }
 
  private:

@@ -1,10 +1,12 @@
 // RowTable: a hash table of embedding rows with no fixed vocabulary. Each row is
-// [values (dim) | optimizer state (state_width)] in one contiguous arena, plus an
-// access count. Open addressing with linear probing keeps lookups to one or two
-// cache lines; rows are never moved once created (only the arena grows).
+// [values (dim) | optimizer state (state_width)] plus an access count. Rows live
+// in fixed-size chunks so that they never move once created (growing costs no
+// copy); the index is open addressing with linear probing, and each bucket holds
+// the key itself so that a probe touches one cache line, not the row's id too.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "store/row_key.hpp"
@@ -23,9 +25,15 @@ class RowTable {
   int64_t find(uint32_t table, uint64_t key) const;
   // Row slot of (table, key), inserting a zero-filled row if absent; *created tells which.
   int64_t find_or_insert(uint32_t table, uint64_t key, bool* created);
+  // find_or_insert for n keys at once, prefetching buckets ahead of the probes:
+  // slots[i] for (tables[i], keys[i]); created[i] = 1 where the row is new.
+  void find_or_insert_many(const uint32_t* tables, const uint64_t* keys, size_t n, int64_t* slots,
+                           uint8_t* created);
 
-  float* row(int64_t slot) { return arena_.data() + static_cast<size_t>(slot) * width_; }
-  const float* row(int64_t slot) const { return arena_.data() + static_cast<size_t>(slot) * width_; }
+  float* row(int64_t slot) { return chunks_[slot >> kChunkBits].get() + (slot & kChunkMask) * width_; }
+  const float* row(int64_t slot) const { return chunks_[slot >> kChunkBits].get() + (slot & kChunkMask) * width_; }
+  // Prefetch hint for a row that is about to be read or written.
+  void prefetch_row(int64_t slot) const;
   uint64_t& access_count(int64_t slot) { return counts_[slot]; }
   uint64_t access_count(int64_t slot) const { return counts_[slot]; }
   RowId id(int64_t slot) const { return ids_[slot]; }
@@ -35,16 +43,28 @@ class RowTable {
   size_t memory_bytes() const;
 
  private:
-  void grow_index();
+  static constexpr int kChunkBits = 12;  // 4096 rows per chunk
+  static constexpr int64_t kChunkMask = (int64_t(1) << kChunkBits) - 1;
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+
+  struct Bucket {
+    uint64_t key = 0;
+    uint32_t table = 0;
+    uint32_t slot = kEmpty;
+  };
+
   size_t bucket_of(uint32_t table, uint64_t key) const;
+  int64_t insert_at(size_t bucket, uint32_t table, uint64_t key);
+  void grow_index();
 
   int dim_;
   int width_;
   size_t count_ = 0;
-  std::vector<float> arena_;        // (count, width)
-  std::vector<uint64_t> counts_;    // (count)
-  std::vector<RowId> ids_;          // (count)
-  std::vector<int64_t> index_;      // open-addressing buckets: slot or -1
+  std::vector<std::unique_ptr<float[]>> chunks_;  // each (4096, width)
+  std::vector<uint64_t> counts_;                  // (count)
+  std::vector<RowId> ids_;                        // (count)
+  std::vector<Bucket> index_;
+  std::vector<size_t> scratch_buckets_;  // find_or_insert_many's precomputed buckets
   size_t mask_ = 0;
 };
 

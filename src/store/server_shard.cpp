@@ -19,11 +19,20 @@ void ServerShard::pull_for_training(int trainer, const uint32_t* tables, const u
   if (static_cast<size_t>(trainer) >= pulled_slots_.size()) pulled_slots_.resize(trainer + 1);
   auto& slots = pulled_slots_[trainer];
   slots.resize(n);
+  created_.resize(n);
+  table_.find_or_insert_many(tables, keys, n, slots.data(), created_.data());
   const int dim = options_.dim;
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < std::min(n, kAhead); ++i) table_.prefetch_row(slots[i]);
   for (size_t i = 0; i < n; ++i) {
-    const int64_t slot = slot_for_training(tables[i], keys[i]);
-    slots[i] = slot;
-    std::memcpy(values + i * dim, table_.row(slot), sizeof(float) * dim);
+    if (i + kAhead < n) table_.prefetch_row(slots[i + kAhead]);
+    float* row = table_.row(slots[i]);
+    if (created_[i]) {
+      init_row_values(tables[i], keys[i], options_.seed, options_.row_init_scale, row, dim);
+      optimizer_->init_state(row + dim, dim);
+    }
+    table_.access_count(slots[i]) += 1;
+    std::memcpy(values + i * dim, row, sizeof(float) * dim);
   }
 }
 
@@ -90,7 +99,7 @@ void ServerShard::apply_step() {
   gradients_.drain([&](int64_t slot, const float* grad) {
     float* row = table_.row(slot);
     optimizer_->apply(row, row + dim, grad, dim);
-  });
+  }, [&](int64_t slot) { table_.prefetch_row(slot); });
   for (auto& slots : pulled_slots_) slots.clear();
 }
 

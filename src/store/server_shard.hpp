@@ -53,6 +53,7 @@ class ServerShard {
   RowTable table_;
   std::vector<std::vector<int64_t>> pulled_slots_;  // per trainer: slots of this step's pull
   GradientAccumulator gradients_;
+  std::vector<uint8_t> created_;  // pull_for_training: which rows were new
 
   int64_t slot_for_training(uint32_t table, uint64_t key);
 };

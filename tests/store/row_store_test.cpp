@@ -54,6 +54,39 @@ TEST(RowTable, InsertFindGrowAndSort) {
   for (size_t i = 1; i < sorted.size(); ++i) EXPECT_TRUE(table.id(sorted[i - 1]) < table.id(sorted[i]));
 }
 
+// The batched, prefetching lookup agrees with one-at-a-time lookups, including
+// duplicates inside one batch, growth of the index mid-way and rows that span
+// several chunks; rows keep their contents (and addresses) as the table grows.
+TEST(RowTable, BatchedLookupMatchesSingleLookups) {
+  RowTable batched(4, 4), single(4, 4);
+  std::mt19937_64 rng(2);
+  std::vector<uint32_t> tables;
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < 20000; ++i) {
+    tables.push_back(uint32_t(rng() % 4));
+    keys.push_back(rng() % 6000);  // repeats, also inside one batch
+  }
+  const float* first_row = nullptr;
+  for (size_t at = 0; at < keys.size(); at += 1700) {
+    const size_t n = std::min<size_t>(1700, keys.size() - at);
+    std::vector<int64_t> slots(n);
+    std::vector<uint8_t> created(n);
+    batched.find_or_insert_many(tables.data() + at, keys.data() + at, n, slots.data(), created.data());
+    for (size_t i = 0; i < n; ++i) {
+      bool was_created = false;
+      const int64_t expected = single.find_or_insert(tables[at + i], keys[at + i], &was_created);
+      ASSERT_EQ(slots[i], expected) << "key " << at + i;
+      ASSERT_EQ(bool(created[i]), was_created) << "key " << at + i;
+      if (created[i]) batched.row(slots[i])[3] = float(keys[at + i]);
+      ASSERT_EQ(batched.row(slots[i])[3], float(keys[at + i]));
+    }
+    if (!first_row) first_row = batched.row(0);
+    EXPECT_EQ(batched.row(0), first_row) << "rows must not move when the table grows";
+  }
+  EXPECT_EQ(batched.size(), single.size());
+  EXPECT_GT(batched.size(), size_t(4096) * 2);  // several chunks
+}
+
 ServerShard make_shard(const std::string& optimizer, float lr) {
   OptimizerOptions o;
   o.sparse = optimizer;
