@@ -1,5 +1,6 @@
 #include "store/eviction_policy.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.hpp"
@@ -76,22 +77,63 @@ std::unique_ptr<EvictionPolicy> make_eviction_policy(const std::string& name, do
 }
 
 void EvictionQueue::update(int64_t slot, const RowUsage& usage) {
-  const EvictionPolicy::Score score = policy_.score(usage);
-  auto it = score_of_.find(slot);
-  if (it != score_of_.end()) {
-    ordered_.erase({it->second, slot});
-    it->second = score;
-  } else {
-    score_of_.emplace(slot, score);
+  const Item item{policy_.score(usage), slot};
+  if (static_cast<size_t>(slot) >= position_.size()) position_.resize(std::max<size_t>(slot + 1, position_.size() * 2), -1);
+  int64_t at = position_[slot];
+  if (at < 0) {
+    heap_.push_back(item);
+    position_[slot] = static_cast<int64_t>(heap_.size() - 1);
+    sift_up(heap_.size() - 1);
+    return;
   }
-  ordered_.insert({score, slot});
+  const bool lower = item < heap_[at];
+  heap_[at] = item;
+  if (lower) {
+    sift_up(at);
+  } else {
+    sift_down(at);
+  }
 }
 
 void EvictionQueue::erase(int64_t slot) {
-  auto it = score_of_.find(slot);
-  if (it == score_of_.end()) return;
-  ordered_.erase({it->second, slot});
-  score_of_.erase(it);
+  if (!contains(slot)) return;
+  const size_t at = static_cast<size_t>(position_[slot]);
+  position_[slot] = -1;
+  const Item last = heap_.back();
+  heap_.pop_back();
+  if (at == heap_.size()) return;
+  const bool lower = last < heap_[at];
+  place(at, last);
+  if (lower) {
+    sift_up(at);
+  } else {
+    sift_down(at);
+  }
+}
+
+void EvictionQueue::sift_up(size_t at) {
+  const Item item = heap_[at];
+  while (at > 0) {
+    const size_t parent = (at - 1) / 2;
+    if (!(item < heap_[parent])) break;
+    place(at, heap_[parent]);
+    at = parent;
+  }
+  place(at, item);
+}
+
+void EvictionQueue::sift_down(size_t at) {
+  const Item item = heap_[at];
+  const size_t n = heap_.size();
+  while (true) {
+    size_t child = 2 * at + 1;
+    if (child >= n) break;
+    if (child + 1 < n && heap_[child + 1] < heap_[child]) ++child;
+    if (!(heap_[child] < item)) break;
+    place(at, heap_[child]);
+    at = child;
+  }
+  place(at, item);
 }
 
 }  // namespace strata::store

@@ -6,9 +6,7 @@
 
 #include <cstdint>
 #include <memory>
-#include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace strata::store {
@@ -40,22 +38,42 @@ class EvictionPolicy {
 std::unique_ptr<EvictionPolicy> make_eviction_policy(const std::string& name, double decay = 0.99);
 const std::vector<std::string>& eviction_policy_names();
 
-// The evictable rows of one level, ordered by their policy score.
+// The evictable rows of one level, ordered by (policy score, slot): an indexed
+// binary heap over small dense slot numbers, so re-scoring a row is O(log n)
+// with no allocation.
 class EvictionQueue {
  public:
   explicit EvictionQueue(const EvictionPolicy& policy) : policy_(policy) {}
   // Adds or re-scores `slot`.
   void update(int64_t slot, const RowUsage& usage);
   void erase(int64_t slot);
-  bool contains(int64_t slot) const { return score_of_.count(slot) != 0; }
+  bool contains(int64_t slot) const {
+    return slot >= 0 && static_cast<size_t>(slot) < position_.size() && position_[slot] >= 0;
+  }
   // The next victim, or -1 when nothing is evictable.
-  int64_t peek_victim() const { return ordered_.empty() ? -1 : ordered_.begin()->second; }
-  size_t size() const { return ordered_.size(); }
+  int64_t peek_victim() const { return heap_.empty() ? -1 : heap_.front().slot; }
+  size_t size() const { return heap_.size(); }
 
  private:
+  struct Item {
+    EvictionPolicy::Score score;
+    int64_t slot;
+    bool operator<(const Item& o) const {
+      if (score < o.score) return true;
+      if (o.score < score) return false;
+      return slot < o.slot;
+    }
+  };
+  void place(size_t at, const Item& item) {
+    heap_[at] = item;
+    position_[item.slot] = static_cast<int64_t>(at);
+  }
+  void sift_up(size_t at);
+  void sift_down(size_t at);
+
   const EvictionPolicy& policy_;
-  std::set<std::pair<EvictionPolicy::Score, int64_t>> ordered_;
-  std::unordered_map<int64_t, EvictionPolicy::Score> score_of_;
+  std::vector<Item> heap_;
+  std::vector<int64_t> position_;  // slot -> index in heap_, -1 if absent
 };
 
 }  // namespace strata::store

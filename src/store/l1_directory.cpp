@@ -5,53 +5,97 @@
 namespace strata::store {
 
 L1Directory::L1Directory(int owner, int64_t capacity_rows, int row_bytes, const EvictionPolicy& policy)
-    : owner_(owner), capacity_(capacity_rows), row_bytes_(row_bytes), policy_(policy), queue_(policy) {}
+    : owner_(owner),
+      capacity_(capacity_rows),
+      row_bytes_(row_bytes),
+      policy_(policy),
+      queue_(policy),
+      index_(static_cast<size_t>(capacity_rows)),
+      entry_of_slot_(static_cast<size_t>(capacity_rows), -1) {
+  free_slots_.reserve(capacity_rows);
+  for (int64_t s = capacity_rows - 1; s >= 0; --s) free_slots_.push_back(static_cast<int32_t>(s));
+}
+
+L1Directory::Entry& L1Directory::entry_of(const RowId& id) {
+  bool inserted = false;
+  int32_t& index = index_.insert(id, -1, &inserted);
+  if (inserted) {
+    if (free_entries_.empty()) {
+      index = static_cast<int32_t>(entries_.size());
+      entries_.emplace_back();
+    } else {
+      index = free_entries_.back();
+      free_entries_.pop_back();
+      entries_[index] = Entry{};
+    }
+    entries_[index].id = id;
+  }
+  return entries_[index];
+}
+
+// An entry that is not present, not pinned and not used in the horizon is forgotten.
+void L1Directory::release_if_unused(int32_t index) {
+  const Entry& e = entries_[index];
+  if (e.slot >= 0 || e.pins > 0 || e.future != 0) return;
+  index_.erase(e.id);
+  free_entries_.push_back(index);
+}
+
+const std::vector<RowId>& L1Directory::rows_of(int64_t round) const {
+  const int64_t at = rounds_.empty() ? -1 : round - rounds_.front().first;
+  if (at < 0 || at >= static_cast<int64_t>(rounds_.size())) {
+    throw Error("L1Directory: round " + std::to_string(round) + " is not known (bug)");
+  }
+  return rounds_[at].second;
+}
 
 void L1Directory::add_round(int64_t round, std::vector<RowId> rows) {
+  if (!rounds_.empty() && round != rounds_.back().first + 1) {
+    throw Error("L1Directory: round " + std::to_string(round) + " added out of order (bug)");
+  }
+  if (!rounds_.empty() && round - rounds_.front().first >= kMaxKnownRounds) {
+    throw Error("the look-ahead horizon spans more than " + std::to_string(kMaxKnownRounds) + " rounds",
+                "keep store.prefetch_depth + store.horizon below " + std::to_string(kMaxKnownRounds - 2));
+  }
+  const uint64_t bit = uint64_t(1) << (round & 63);
   for (const RowId& id : rows) {
-    future_[id].push_back(round);
-    auto it = present_.find(id);
-    if (it != present_.end() && it->second.pins == 0 && it->second.usage.next_use == INT64_MAX) {
-      it->second.usage.next_use = round;  // a use just became known
-      queue_.update(slot_of_.at(id), it->second.usage);
+    Entry& e = entry_of(id);
+    const bool had_no_future = e.future == 0;
+    e.future |= bit;
+    if (e.slot >= 0 && e.pins == 0 && had_no_future) {
+      e.usage.next_use = round;  // a use just became known
+      queue_.update(e.slot, e.usage);
     }
   }
   rounds_.emplace_back(round, std::move(rows));
 }
 
-int64_t L1Directory::next_use_after(const RowId& id, int64_t round) const {
-  auto it = future_.find(id);
-  if (it == future_.end()) return INT64_MAX;
-  for (int64_t r : it->second) {
-    if (r > round) return r;
-  }
-  return INT64_MAX;
+// Every set bit of the mask is a known round in (round, round + 64): retired
+// rounds' bits are cleared before this is asked.
+int64_t L1Directory::next_use_after(const Entry& e, int64_t round) const {
+  const unsigned shift = static_cast<unsigned>((round + 1) & 63);
+  const uint64_t rotated = shift == 0 ? e.future : (e.future >> shift) | (e.future << (64 - shift));
+  if (rotated == 0) return INT64_MAX;
+  return round + 1 + __builtin_ctzll(rotated);
 }
 
 void L1Directory::pin_round(int64_t round) {
-  for (const auto& [r, rows] : rounds_) {
-    if (r != round) continue;
-    for (const RowId& id : rows) {
-      if (++pins_[id] != 1) continue;
-      auto it = present_.find(id);
-      if (it != present_.end()) queue_.erase(slot_of_.at(id));
-    }
+  for (const RowId& id : rows_of(round)) {
+    Entry& e = entries_[*index_.find(id)];
+    if (++e.pins != 1) continue;
+    ++pinned_;
+    if (e.slot >= 0) queue_.erase(e.slot);
   }
 }
 
 void L1Directory::unpin_round(int64_t round) {
-  for (const auto& [r, rows] : rounds_) {
-    if (r != round) continue;
-    for (const RowId& id : rows) {
-      auto pin = pins_.find(id);
-      if (--pin->second > 0) continue;
-      pins_.erase(pin);
-      auto it = present_.find(id);
-      if (it == present_.end()) continue;
-      it->second.pins = 0;
-      it->second.usage.next_use = next_use_after(id, round);
-      queue_.update(slot_of_.at(id), it->second.usage);
-    }
+  for (const RowId& id : rows_of(round)) {
+    Entry& e = entries_[*index_.find(id)];
+    if (--e.pins > 0) continue;
+    --pinned_;
+    if (e.slot < 0) continue;
+    e.usage.next_use = next_use_after(e, round);
+    queue_.update(e.slot, e.usage);
   }
 }
 
@@ -59,12 +103,12 @@ StagingPlan L1Directory::plan(int64_t round, int depth) {
   // Retire rounds before this one: their rows leave the window and the horizon.
   while (!rounds_.empty() && rounds_.front().first < round) {
     const int64_t old = rounds_.front().first;
+    const uint64_t bit = uint64_t(1) << (old & 63);
+    for (const RowId& id : rounds_.front().second) entries_[*index_.find(id)].future &= ~bit;
     if (old <= pinned_through_) unpin_round(old);
     for (const RowId& id : rounds_.front().second) {
-      auto it = future_.find(id);
-      if (it == future_.end()) continue;
-      while (!it->second.empty() && it->second.front() <= old) it->second.pop_front();
-      if (it->second.empty()) future_.erase(it);
+      const int32_t* index = index_.find(id);
+      if (index) release_if_unused(*index);
     }
     rounds_.pop_front();
   }
@@ -76,11 +120,6 @@ StagingPlan L1Directory::plan(int64_t round, int depth) {
       pin_round(r);
       pinned_through_ = r;
     }
-  }
-  // Pinned rows keep their place; note the pins on present rows.
-  for (auto& [id, count] : pins_) {
-    auto it = present_.find(id);
-    if (it != present_.end()) it->second.pins = count;
   }
 
   // The window's working set must fit whatever the policy would do: a budget
@@ -97,31 +136,33 @@ StagingPlan L1Directory::plan(int64_t round, int depth) {
   StagingPlan plan;
   plan.round = round;
   for (const RowId& id : rounds_.front().second) {
-    auto it = present_.find(id);
-    if (it != present_.end()) {
-      policy_.record_access(it->second.usage, round);
+    const int32_t index = *index_.find(id);
+    if (entries_[index].slot >= 0) {
+      policy_.record_access(entries_[index].usage, round);
       ++plan.hits;
       continue;
     }
     if (size() >= capacity_) {
-      const int64_t victim = queue_.peek_victim();
-      if (victim < 0) throw Error("L1Directory: no evictable row although the window fits (bug)");
-      const RowId victim_id = id_of_slot_.at(victim);
-      queue_.erase(victim);
-      id_of_slot_.erase(victim);
-      slot_of_.erase(victim_id);
-      present_.erase(victim_id);
-      plan.evict.push_back(victim_id);
+      const int64_t victim_slot = queue_.peek_victim();
+      if (victim_slot < 0) throw Error("L1Directory: no evictable row although the window fits (bug)");
+      queue_.erase(victim_slot);
+      const int32_t victim = entry_of_slot_[victim_slot];
+      entry_of_slot_[victim_slot] = -1;
+      free_slots_.push_back(static_cast<int32_t>(victim_slot));
+      entries_[victim].slot = -1;
+      --present_;
+      plan.evict.push_back(entries_[victim].id);
+      release_if_unused(victim);
     }
-    const int64_t slot = next_slot_++;
-    Entry entry;
-    entry.pins = pins_.count(id) ? pins_.at(id) : 0;
-    policy_.record_access(entry.usage, round);
-    entry.usage.next_use = next_use_after(id, round);
-    present_.emplace(id, entry);
-    slot_of_.emplace(id, slot);
-    id_of_slot_.emplace(slot, id);
-    if (entry.pins == 0) queue_.update(slot, entry.usage);
+    Entry& e = entries_[index];  // entries_ does not grow in this loop
+    e.slot = free_slots_.back();
+    free_slots_.pop_back();
+    entry_of_slot_[e.slot] = index;
+    ++present_;
+    e.usage = RowUsage{};
+    policy_.record_access(e.usage, round);
+    e.usage.next_use = next_use_after(e, round);
+    if (e.pins == 0) queue_.update(e.slot, e.usage);
     plan.insert.push_back(id);
   }
   return plan;

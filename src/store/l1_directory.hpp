@@ -3,15 +3,18 @@
 // executes them), so the mirror never drifts. Rows needed by any batch inside
 // the prefetch window are pinned; the others sit in the policy's eviction queue,
 // scored with their next use inside the known look-ahead horizon.
+//
+// One flat entry per row that is present, pinned or used inside the horizon;
+// its future uses are a 64-bit mask over round numbers (bit r mod 64), which is
+// why the horizon (prefetch depth + store.horizon) must stay below 64 rounds.
 #pragma once
 
 #include <cstdint>
 #include <deque>
-#include <unordered_map>
 #include <vector>
 
 #include "store/eviction_policy.hpp"
-#include "store/row_cache.hpp"
+#include "store/row_map.hpp"
 
 namespace strata::store {
 
@@ -25,42 +28,53 @@ struct StagingPlan {
 
 class L1Directory {
  public:
+  // Rounds that may be known (added, not retired) at once.
+  static constexpr int64_t kMaxKnownRounds = 64;
+
   L1Directory(int owner, int64_t capacity_rows, int row_bytes, const EvictionPolicy& policy);
 
   // Round r's rows owned by this trainer (unique) enter the look-ahead horizon.
+  // Rounds are added in order, one after the other.
   void add_round(int64_t round, std::vector<RowId> rows);
   // Plans round `round` (the oldest added, not yet planned) with the window
   // [round, round + depth] pinned. Throws strata::Error when the pinned rows do
   // not fit (names the minimum budget in rows).
   StagingPlan plan(int64_t round, int depth);
 
-  int64_t size() const { return static_cast<int64_t>(present_.size()); }
+  int64_t size() const { return present_; }
   int64_t capacity() const { return capacity_; }
   // Distinct rows the current window needs (the minimum capacity).
-  int64_t window_rows() const { return static_cast<int64_t>(pins_.size()); }
+  int64_t window_rows() const { return pinned_; }
 
  private:
   struct Entry {
+    RowId id;
     RowUsage usage;
-    int pins = 0;       // window rounds that need the row
+    uint64_t future = 0;  // bit (r mod 64): the row is used in known round r
+    int32_t pins = 0;     // window rounds that need the row
+    int32_t slot = -1;    // L1 slot when present, else -1
   };
+  Entry& entry_of(const RowId& id);
+  void release_if_unused(int32_t index);
   void pin_round(int64_t round);
   void unpin_round(int64_t round);
-  int64_t next_use_after(const RowId& id, int64_t round) const;
+  int64_t next_use_after(const Entry& entry, int64_t round) const;
+  const std::vector<RowId>& rows_of(int64_t round) const;
 
   int owner_;
   int64_t capacity_;
   int row_bytes_;
   const EvictionPolicy& policy_;
-  EvictionQueue queue_;                               // evictable present rows
-  std::unordered_map<int64_t, RowId> id_of_slot_;     // queue works on slot numbers
-  std::unordered_map<RowId, int64_t, RowIdHash> slot_of_;
-  std::unordered_map<RowId, Entry, RowIdHash> present_;   // rows in L1
-  std::unordered_map<RowId, int, RowIdHash> pins_;        // window pins, present or not
-  std::unordered_map<RowId, std::deque<int64_t>, RowIdHash> future_;  // rounds of use in the horizon
-  std::deque<std::pair<int64_t, std::vector<RowId>>> rounds_;          // added, not yet retired
+  EvictionQueue queue_;              // evictable present rows, by L1 slot
+  RowMap<int32_t> index_;            // row -> entries_ index
+  std::vector<Entry> entries_;
+  std::vector<int32_t> free_entries_;
+  std::vector<int32_t> entry_of_slot_;  // L1 slot -> entries_ index
+  std::vector<int32_t> free_slots_;
+  std::deque<std::pair<int64_t, std::vector<RowId>>> rounds_;  // added, not yet retired
   int64_t pinned_through_ = -1;  // last round whose rows are pinned
-  int64_t next_slot_ = 0;
+  int64_t present_ = 0;
+  int64_t pinned_ = 0;
 };
 
 }  // namespace strata::store

@@ -161,7 +161,7 @@ void L2HostTier::fetch_from_servers(const std::vector<RowId>& ids, RowBlock& out
   out.ids.resize(first + ids.size());
   out.values.resize((first + ids.size()) * width_);
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (!on_servers_.count(ids[i])) {  // never written down: the servers do not have it
+    if (!on_servers_.contains(ids[i])) {  // never written down: the servers do not have it
       out.ids[first + i] = ids[i];
       new_row_(ids[i], out.values.data() + (first + i) * width_);
       counters_.rows_created += 1;
@@ -237,7 +237,7 @@ void L2HostTier::write_to_servers(const RowBlock& rows, bool wait) {
   for (auto& b : per_server) b.width = width_;
   for (size_t i = 0; i < rows.size(); ++i) {
     per_server[server_of(rows.ids[i].table, rows.ids[i].key, servers)].append(rows.ids[i], rows.row(i));
-    on_servers_.insert(rows.ids[i]);
+    on_servers_.insert(rows.ids[i], 1);
   }
   const ProducerOp op = wait ? ProducerOp::kWriteBackSync : ProducerOp::kWriteBack;
   for (int s = 0; s < servers; ++s) {

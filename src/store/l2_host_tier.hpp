@@ -10,11 +10,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <unordered_set>
 #include <vector>
 
 #include "store/eviction_policy.hpp"
 #include "store/row_cache.hpp"
+#include "store/row_map.hpp"
 #include "store/staging_message.hpp"
 
 namespace strata::store {
@@ -76,7 +76,7 @@ class L2HostTier {
   L2Counters counters_;
   bool refusing_ = false;
   std::function<void(const RowId&, float*)> new_row_;
-  std::unordered_set<RowId, RowIdHash> on_servers_;  // rows this tier has written to the servers
+  RowMap<uint8_t> on_servers_;  // rows this tier has written to the servers
 };
 
 }  // namespace strata::store

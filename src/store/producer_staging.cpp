@@ -95,8 +95,8 @@ void ProducerStaging::apply_arrived() {
                   std::to_string(owners_[arrived.owner_index]) + " out of order (protocol bug)");
     }
     for (const RowId& id : queue.front().second) {
-      auto it = pending_.find(id);
-      if (--it->second == 0) pending_.erase(it);
+      int* count = pending_.find(id);
+      if (--*count == 0) pending_.erase(id);
     }
     queue.pop_front();
   }

@@ -17,6 +17,7 @@
 #include "store/eviction_policy.hpp"
 #include "store/l1_directory.hpp"
 #include "store/l2_host_tier.hpp"
+#include "store/row_map.hpp"
 #include "store/staging_message.hpp"
 #include "io/access_trace.hpp"
 
@@ -61,7 +62,7 @@ class ProducerStaging {
     std::vector<char> bytes;
   };
   void apply_arrived();
-  bool is_pending(const RowId& id) const { return pending_.count(id) != 0; }
+  bool is_pending(const RowId& id) const { return pending_.contains(id); }
 
   // Initial full row (values + optimizer state), as the servers would make it.
   void new_row(const RowId& id, float* row) const;
@@ -83,7 +84,7 @@ class ProducerStaging {
   std::deque<Arrived> arrived_;
   // Per owner: the rounds whose evictions have not been written back yet.
   std::vector<std::deque<std::pair<int64_t, std::vector<RowId>>>> evicted_;
-  std::unordered_map<RowId, int, RowIdHash> pending_;  // evicted, write-back not yet applied
+  RowMap<int> pending_;  // evicted, write-back not yet applied
   std::vector<bool> flushed_;
   std::unique_ptr<io::AccessTraceWriter> trace_;  // output.trace (one file per producer)
   StagingCounters counters_;

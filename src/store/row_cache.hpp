@@ -5,10 +5,10 @@
 #pragma once
 
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 #include "store/row_key.hpp"
+#include "store/row_map.hpp"
 
 namespace strata::store {
 
@@ -27,8 +27,8 @@ class RowCache {
   size_t arena_bytes() const { return arena_.size() * sizeof(float); }
 
   int64_t find(const RowId& id) const {
-    auto it = slot_of_.find(id);
-    return it == slot_of_.end() ? -1 : it->second;
+    const int64_t* slot = slot_of_.find(id);
+    return slot ? *slot : -1;
   }
   // Inserts a row (must be absent, cache must not be full); returns its slot.
   int64_t insert(const RowId& id, const float* values, bool dirty);
@@ -42,7 +42,7 @@ class RowCache {
 
   template <class F>
   void for_each(F&& f) const {
-    for (const auto& [id, slot] : slot_of_) f(id, slot);
+    slot_of_.for_each([&](const RowId& id, int64_t slot) { f(id, slot); });
   }
 
  private:
@@ -52,7 +52,7 @@ class RowCache {
   std::vector<uint8_t> dirty_;     // (capacity)
   std::vector<RowId> ids_;         // (capacity)
   std::vector<int64_t> free_slots_;
-  std::unordered_map<RowId, int64_t, RowIdHash> slot_of_;
+  RowMap<int64_t> slot_of_;
 };
 
 }  // namespace strata::store
