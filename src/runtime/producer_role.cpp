@@ -177,6 +177,13 @@ class Producer {
     bool more = true;
     while (true) {
       while (more && window.size() <= ahead) {
+        // Never plan rounds past the last step: the window near the end (and
+        // with it the minimum L1 budget) must not depend on when the trainers'
+        // end-of-training message arrives.
+        if (options_.train.steps > 0 && next_round_ >= options_.train.steps) {
+          more = false;
+          break;
+        }
         Round round;
         round.number = next_round_;
         round.batches.resize(queues_.size());

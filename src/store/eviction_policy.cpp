@@ -77,63 +77,40 @@ std::unique_ptr<EvictionPolicy> make_eviction_policy(const std::string& name, do
 }
 
 void EvictionQueue::update(int64_t slot, const RowUsage& usage) {
-  const Item item{policy_.score(usage), slot};
-  if (static_cast<size_t>(slot) >= position_.size()) position_.resize(std::max<size_t>(slot + 1, position_.size() * 2), -1);
-  int64_t at = position_[slot];
-  if (at < 0) {
-    heap_.push_back(item);
-    position_[slot] = static_cast<int64_t>(heap_.size() - 1);
-    sift_up(heap_.size() - 1);
-    return;
+  if (static_cast<size_t>(slot) >= live_.size()) {
+    const size_t n = std::max<size_t>(slot + 1, live_.size() * 2);
+    live_.resize(n, 0);
+    version_.resize(n, 0);
   }
-  const bool lower = item < heap_[at];
-  heap_[at] = item;
-  if (lower) {
-    sift_up(at);
-  } else {
-    sift_down(at);
+  if (!live_[slot]) {
+    live_[slot] = 1;
+    ++live_count_;
   }
+  heap_.push_back(Item{policy_.score(usage), slot, ++version_[slot]});
+  std::push_heap(heap_.begin(), heap_.end(), leaves_later);
+  if (heap_.size() > 2 * live_count_ + 4096) compact();
 }
 
 void EvictionQueue::erase(int64_t slot) {
   if (!contains(slot)) return;
-  const size_t at = static_cast<size_t>(position_[slot]);
-  position_[slot] = -1;
-  const Item last = heap_.back();
-  heap_.pop_back();
-  if (at == heap_.size()) return;
-  const bool lower = last < heap_[at];
-  place(at, last);
-  if (lower) {
-    sift_up(at);
-  } else {
-    sift_down(at);
-  }
+  live_[slot] = 0;
+  ++version_[slot];
+  --live_count_;
 }
 
-void EvictionQueue::sift_up(size_t at) {
-  const Item item = heap_[at];
-  while (at > 0) {
-    const size_t parent = (at - 1) / 2;
-    if (!(item < heap_[parent])) break;
-    place(at, heap_[parent]);
-    at = parent;
+int64_t EvictionQueue::peek_victim() {
+  while (!heap_.empty() && !is_current(heap_.front())) {
+    std::pop_heap(heap_.begin(), heap_.end(), leaves_later);
+    heap_.pop_back();
   }
-  place(at, item);
+  return heap_.empty() ? -1 : heap_.front().slot;
 }
 
-void EvictionQueue::sift_down(size_t at) {
-  const Item item = heap_[at];
-  const size_t n = heap_.size();
-  while (true) {
-    size_t child = 2 * at + 1;
-    if (child >= n) break;
-    if (child + 1 < n && heap_[child + 1] < heap_[child]) ++child;
-    if (!(heap_[child] < item)) break;
-    place(at, heap_[child]);
-    at = child;
-  }
-  place(at, item);
+// Drops every stale item and rebuilds the heap in O(n).
+void EvictionQueue::compact() {
+  heap_.erase(std::remove_if(heap_.begin(), heap_.end(), [&](const Item& item) { return !is_current(item); }),
+              heap_.end());
+  std::make_heap(heap_.begin(), heap_.end(), leaves_later);
 }
 
 }  // namespace strata::store

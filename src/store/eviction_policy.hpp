@@ -38,9 +38,11 @@ class EvictionPolicy {
 std::unique_ptr<EvictionPolicy> make_eviction_policy(const std::string& name, double decay = 0.99);
 const std::vector<std::string>& eviction_policy_names();
 
-// The evictable rows of one level, ordered by (policy score, slot): an indexed
-// binary heap over small dense slot numbers, so re-scoring a row is O(log n)
-// with no allocation.
+// The evictable rows of one level, ordered by (policy score, slot). A binary
+// min-heap with lazy deletion: pinning or re-scoring a row only bumps the
+// slot's version (O(1)); stale heap items are dropped when they surface or when
+// the heap is compacted. Rows are pinned and unpinned once per use while only
+// misses evict, so this keeps a hit at O(1) and a miss at O(log n).
 class EvictionQueue {
  public:
   explicit EvictionQueue(const EvictionPolicy& policy) : policy_(policy) {}
@@ -48,32 +50,33 @@ class EvictionQueue {
   void update(int64_t slot, const RowUsage& usage);
   void erase(int64_t slot);
   bool contains(int64_t slot) const {
-    return slot >= 0 && static_cast<size_t>(slot) < position_.size() && position_[slot] >= 0;
+    return slot >= 0 && static_cast<size_t>(slot) < live_.size() && live_[slot];
   }
-  // The next victim, or -1 when nothing is evictable.
-  int64_t peek_victim() const { return heap_.empty() ? -1 : heap_.front().slot; }
-  size_t size() const { return heap_.size(); }
+  // The next victim (smallest score, then smallest slot), or -1 when nothing is evictable.
+  int64_t peek_victim();
+  size_t size() const { return live_count_; }
 
  private:
   struct Item {
     EvictionPolicy::Score score;
     int64_t slot;
-    bool operator<(const Item& o) const {
-      if (score < o.score) return true;
-      if (o.score < score) return false;
-      return slot < o.slot;
-    }
+    uint64_t version;
   };
-  void place(size_t at, const Item& item) {
-    heap_[at] = item;
-    position_[item.slot] = static_cast<int64_t>(at);
+  // Heap order: a before b when a leaves first. std::*_heap build max-heaps, so
+  // the comparator says "a leaves later than b".
+  static bool leaves_later(const Item& a, const Item& b) {
+    if (b.score < a.score) return true;
+    if (a.score < b.score) return false;
+    return a.slot > b.slot;
   }
-  void sift_up(size_t at);
-  void sift_down(size_t at);
+  bool is_current(const Item& item) const { return live_[item.slot] && version_[item.slot] == item.version; }
+  void compact();
 
   const EvictionPolicy& policy_;
   std::vector<Item> heap_;
-  std::vector<int64_t> position_;  // slot -> index in heap_, -1 if absent
+  std::vector<uint64_t> version_;  // slot -> version of its current heap item
+  std::vector<uint8_t> live_;      // slot -> evictable now
+  size_t live_count_ = 0;
 };
 
 }  // namespace strata::store

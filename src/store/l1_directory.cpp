@@ -16,7 +16,7 @@ L1Directory::L1Directory(int owner, int64_t capacity_rows, int row_bytes, const 
   for (int64_t s = capacity_rows - 1; s >= 0; --s) free_slots_.push_back(static_cast<int32_t>(s));
 }
 
-L1Directory::Entry& L1Directory::entry_of(const RowId& id) {
+int32_t L1Directory::entry_index(const RowId& id) {
   bool inserted = false;
   int32_t& index = index_.insert(id, -1, &inserted);
   if (inserted) {
@@ -30,7 +30,7 @@ L1Directory::Entry& L1Directory::entry_of(const RowId& id) {
     }
     entries_[index].id = id;
   }
-  return entries_[index];
+  return index;
 }
 
 // An entry that is not present, not pinned and not used in the horizon is forgotten.
@@ -41,7 +41,7 @@ void L1Directory::release_if_unused(int32_t index) {
   free_entries_.push_back(index);
 }
 
-const std::vector<RowId>& L1Directory::rows_of(int64_t round) const {
+const std::vector<int32_t>& L1Directory::entries_of(int64_t round) const {
   const int64_t at = rounds_.empty() ? -1 : round - rounds_.front().first;
   if (at < 0 || at >= static_cast<int64_t>(rounds_.size())) {
     throw Error("L1Directory: round " + std::to_string(round) + " is not known (bug)");
@@ -58,8 +58,12 @@ void L1Directory::add_round(int64_t round, std::vector<RowId> rows) {
                 "keep store.prefetch_depth + store.horizon below " + std::to_string(kMaxKnownRounds - 2));
   }
   const uint64_t bit = uint64_t(1) << (round & 63);
-  for (const RowId& id : rows) {
-    Entry& e = entry_of(id);
+  // Resolved to entry indices once: an entry with a future use is never
+  // released, so the indices stay valid until the round retires.
+  std::vector<int32_t> indices(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    indices[i] = entry_index(rows[i]);
+    Entry& e = entries_[indices[i]];
     const bool had_no_future = e.future == 0;
     e.future |= bit;
     if (e.slot >= 0 && e.pins == 0 && had_no_future) {
@@ -67,7 +71,7 @@ void L1Directory::add_round(int64_t round, std::vector<RowId> rows) {
       queue_.update(e.slot, e.usage);
     }
   }
-  rounds_.emplace_back(round, std::move(rows));
+  rounds_.emplace_back(round, std::move(indices));
 }
 
 // Every set bit of the mask is a known round in (round, round + 64): retired
@@ -80,8 +84,8 @@ int64_t L1Directory::next_use_after(const Entry& e, int64_t round) const {
 }
 
 void L1Directory::pin_round(int64_t round) {
-  for (const RowId& id : rows_of(round)) {
-    Entry& e = entries_[*index_.find(id)];
+  for (int32_t index : entries_of(round)) {
+    Entry& e = entries_[index];
     if (++e.pins != 1) continue;
     ++pinned_;
     if (e.slot >= 0) queue_.erase(e.slot);
@@ -89,8 +93,8 @@ void L1Directory::pin_round(int64_t round) {
 }
 
 void L1Directory::unpin_round(int64_t round) {
-  for (const RowId& id : rows_of(round)) {
-    Entry& e = entries_[*index_.find(id)];
+  for (int32_t index : entries_of(round)) {
+    Entry& e = entries_[index];
     if (--e.pins > 0) continue;
     --pinned_;
     if (e.slot < 0) continue;
@@ -104,12 +108,9 @@ StagingPlan L1Directory::plan(int64_t round, int depth) {
   while (!rounds_.empty() && rounds_.front().first < round) {
     const int64_t old = rounds_.front().first;
     const uint64_t bit = uint64_t(1) << (old & 63);
-    for (const RowId& id : rounds_.front().second) entries_[*index_.find(id)].future &= ~bit;
+    for (int32_t index : rounds_.front().second) entries_[index].future &= ~bit;
     if (old <= pinned_through_) unpin_round(old);
-    for (const RowId& id : rounds_.front().second) {
-      const int32_t* index = index_.find(id);
-      if (index) release_if_unused(*index);
-    }
+    for (int32_t index : rounds_.front().second) release_if_unused(index);
     rounds_.pop_front();
   }
   if (rounds_.empty() || rounds_.front().first != round) {
@@ -135,8 +136,7 @@ StagingPlan L1Directory::plan(int64_t round, int depth) {
   }
   StagingPlan plan;
   plan.round = round;
-  for (const RowId& id : rounds_.front().second) {
-    const int32_t index = *index_.find(id);
+  for (int32_t index : rounds_.front().second) {
     if (entries_[index].slot >= 0) {
       policy_.record_access(entries_[index].usage, round);
       ++plan.hits;
@@ -163,7 +163,7 @@ StagingPlan L1Directory::plan(int64_t round, int depth) {
     policy_.record_access(e.usage, round);
     e.usage.next_use = next_use_after(e, round);
     if (e.pins == 0) queue_.update(e.slot, e.usage);
-    plan.insert.push_back(id);
+    plan.insert.push_back(e.id);
   }
   return plan;
 }

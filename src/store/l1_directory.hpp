@@ -54,12 +54,12 @@ class L1Directory {
     int32_t pins = 0;     // window rounds that need the row
     int32_t slot = -1;    // L1 slot when present, else -1
   };
-  Entry& entry_of(const RowId& id);
+  int32_t entry_index(const RowId& id);  // creates the entry when absent
   void release_if_unused(int32_t index);
   void pin_round(int64_t round);
   void unpin_round(int64_t round);
   int64_t next_use_after(const Entry& entry, int64_t round) const;
-  const std::vector<RowId>& rows_of(int64_t round) const;
+  const std::vector<int32_t>& entries_of(int64_t round) const;
 
   int owner_;
   int64_t capacity_;
@@ -71,7 +71,7 @@ class L1Directory {
   std::vector<int32_t> free_entries_;
   std::vector<int32_t> entry_of_slot_;  // L1 slot -> entries_ index
   std::vector<int32_t> free_slots_;
-  std::deque<std::pair<int64_t, std::vector<RowId>>> rounds_;  // added, not yet retired
+  std::deque<std::pair<int64_t, std::vector<int32_t>>> rounds_;  // added, not retired: entries_ indices
   int64_t pinned_through_ = -1;  // last round whose rows are pinned
   int64_t present_ = 0;
   int64_t pinned_ = 0;
