@@ -131,7 +131,9 @@ class Strata:
                   "-x", "OPENBLAS_NUM_THREADS=1"]
         if os.geteuid() == 0:
             mpirun.append("--allow-run-as-root")
-        deck = [f"--layout.trainers={self.trainers}", "--layout.producers=1", "--layout.servers=1",
+        # Scheme A: on one machine with no network cost it is strata's fastest
+        # store; the tiered store's benchmarks are in bench/tiered/.
+        deck = ["--store.mode=ps", f"--layout.trainers={self.trainers}", "--layout.producers=1", "--layout.servers=1",
                 f"--train.batch_size={batch // self.trainers}", f"--train.steps={steps}",
                 "--train.eval=false", f"--output.dir={out_dir}", "--output.progress_every=1000000",
                 "--model.embedding_dim=16", "--model.bottom_mlp=64,16", "--model.top_mlp=64,32",

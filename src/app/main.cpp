@@ -5,6 +5,8 @@
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
+#include <malloc.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <sys/wait.h>
@@ -155,6 +157,11 @@ int dispatch(const std::vector<std::string>& words) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Per-step buffers (batches, row blocks, messages) are megabytes: keep them
+  // on the heap instead of mmap/munmap per allocation, which would fault and
+  // zero fresh pages on every step.
+  mallopt(M_MMAP_THRESHOLD, 512 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   MPI_Init(&argc, &argv);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   Kokkos::InitArguments kokkos_args;

@@ -62,7 +62,7 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("train.eval_batch_size", o.train.eval_batch_size, "samples per trainer per evaluation step");
   v("train.eval", o.train.eval, "evaluate on the held-out data at the end");
 
-  v("store.mode", o.store.mode, "ps (Scheme A, remote parameter servers) | tiered (Scheme B, L1/L2/L3)");
+  v("store.mode", o.store.mode, "tiered (Scheme B, L1/L2/L3) | ps (Scheme A, remote parameter servers)");
   v("store.prefetch_depth", o.store.prefetch_depth, "batches a producer keeps ready ahead (>= 1)");
   v("store.l1_mb", o.store.l1_mb, "per-trainer L1 (device) budget in MiB (tiered)");
   v("store.l2_mb", o.store.l2_mb, "per-producer L2 (host) budget in MiB (tiered); 0 = none");
@@ -70,6 +70,13 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("store.decay", o.store.decay, "per-step decay of lfu_decay's frequencies, in (0, 1)");
   v("store.horizon", o.store.horizon, "rounds of look-ahead beyond the prefetch window");
   v("store.fault_l2_every", o.store.fault_l2_every, "fault injection: L2 refuses new rows every Nth round (0 = off)");
+  v("store.min_count", o.store.min_count,
+    "frequency admission: keys seen fewer times share their table's default row and are not stored (0 = off)");
+  v("store.admission_counters", o.store.admission_counters, "counters per row of the admission count-min sketch");
+  v("store.fallback_late_rounds", o.store.fallback_late_rounds,
+    "tiered: fall back to Scheme A after this many consecutive rounds staged late (0 = never)");
+  v("store.fault_staging_delay_ms", o.store.fault_staging_delay_ms,
+    "fault injection: producers pause this long before staging each round (ms)");
 
   v("links.network_gbps", o.links.network_gbps, "modelled network bandwidth, Gb/s (0 = off)");
   v("links.network_latency_us", o.links.network_latency_us, "modelled network latency per message, us");
@@ -264,6 +271,16 @@ void validate(const RunOptions& options) {
   require_positive("train.eval_batch_size", options.train.eval_batch_size);
   require_positive("store.prefetch_depth", options.store.prefetch_depth);
   if (options.store.horizon < 0) throw Error("bad value for store.horizon", "store.horizon must be >= 0");
+  if (options.store.min_count < 0) throw Error("bad value for store.min_count", "store.min_count must be >= 0");
+  if (options.store.admission_counters < 1024) {
+    throw Error("bad value for store.admission_counters", "store.admission_counters must be >= 1024");
+  }
+  if (options.store.fallback_late_rounds < 0) {
+    throw Error("bad value for store.fallback_late_rounds", "store.fallback_late_rounds must be >= 0");
+  }
+  if (options.store.fault_staging_delay_ms < 0) {
+    throw Error("bad value for store.fault_staging_delay_ms", "store.fault_staging_delay_ms must be >= 0");
+  }
   if (!(options.store.l1_mb > 0)) throw Error("bad value for store.l1_mb", "store.l1_mb must be > 0");
   if (options.store.l2_mb < 0) throw Error("bad value for store.l2_mb", "store.l2_mb must be >= 0");
   if (!(options.store.decay > 0 && options.store.decay < 1)) {

@@ -65,7 +65,7 @@ struct TrainOptions {
 };
 
 struct StoreOptions {
-  std::string mode = "ps";      // ps (Scheme A: every row from the servers) | tiered (Scheme B)
+  std::string mode = "tiered";  // tiered (Scheme B: L1/L2/L3 caches) | ps (Scheme A: every row from the servers)
   int prefetch_depth = 2;       // batches a producer keeps ready ahead of its trainers (>= 1)
   double l1_mb = 64;            // per-trainer L1 (device) budget, MiB (tiered)
   double l2_mb = 256;           // per-producer L2 (host) budget, MiB (tiered); 0 = no L2
@@ -73,6 +73,10 @@ struct StoreOptions {
   double decay = 0.99;          // per-step decay of lfu_decay's frequencies
   int horizon = 4;              // rounds of look-ahead beyond the prefetch window (lookahead policy)
   int fault_l2_every = 0;       // fault injection: every Nth round L2 refuses rows (0 = off)
+  int min_count = 0;            // admission: keys seen fewer times share their table's default row (0/1 = all)
+  int64_t admission_counters = 1 << 22;  // counters per row of the admission count-min sketch (4 rows)
+  int fallback_late_rounds = 0; // tiered: switch to Scheme A after this many consecutive late rounds (0 = never)
+  double fault_staging_delay_ms = 0;  // fault injection: producers pause this long before staging each round
 };
 
 struct LinksOptions {

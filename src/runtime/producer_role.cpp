@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <thread>
 
 #include "comm/mpi_channel.hpp"
 #include "common/error.hpp"
 #include "model/optimizers.hpp"
 #include "runtime/batch_channel.hpp"
 #include "runtime/batch_source.hpp"
+#include "store/frequency_admission.hpp"
 #include "store/producer_staging.hpp"
 
 namespace strata::runtime {
@@ -52,6 +54,9 @@ class Producer {
       trainer_ranks.push_back(layout.world_rank(Role::kTrainer, t));
     }
     source_ = make_batch_source(options, context.index, layout.producers(), trainers, layout.trainers());
+    if (options.store.min_count > 1) {
+      admission_ = std::make_unique<store::FrequencyAdmission>(options.store.min_count, options.store.admission_counters);
+    }
     if (options.store.mode == "tiered") {
       std::vector<int> servers;
       for (int s = 0; s < layout.servers(); ++s) servers.push_back(layout.world_rank(Role::kServer, s));
@@ -65,7 +70,7 @@ class Producer {
   ProducerReport run() {
     bool final = false;
     while (!final) final = run_phase(Phase::kTrain);
-    if (staging_) staging_->finish_training();
+    if (staging_ && !fell_back_) staging_->finish_training();
     if (run_has_eval(options_)) run_phase(Phase::kEval);
     report_.parse = source_->stats();
     if (staging_) {
@@ -81,6 +86,12 @@ class Producer {
       report_.max_window_rows = c.max_window_rows;
       report_.l1_capacity_rows = staging_->l1_capacity_rows();
       report_.l2_capacity_rows = staging_->l2_capacity_rows();
+      report_.late_rounds = c.late_rounds;
+      report_.ps_fallback_round = fallback_round_;
+    }
+    if (admission_) {
+      report_.admission_keys_seen = admission_->keys_seen();
+      report_.admission_keys_defaulted = admission_->keys_defaulted();
     }
     return report_;
   }
@@ -113,9 +124,11 @@ class Producer {
   // Streams one phase; returns true when the trainers said training is over.
   bool run_phase(Phase phase) {
     source_->start_phase(phase);
+    phase_ = phase;
     for (auto& q : queues_) q.done = q.final = false;
-    if (staging_ && phase == Phase::kTrain) {
+    if (staging_ && phase == Phase::kTrain && !fell_back_) {
       stream_tiered_rounds();
+      if (fell_back_) stream_batches();  // the rest of the phase in Scheme A
     } else {
       stream_batches();
     }
@@ -145,6 +158,13 @@ class Producer {
   bool build(TrainerQueue& q, data::Batch& batch) {
     auto start = Clock::now();
     if (!source_->next(q.trainer, batch)) return false;
+    if (admission_) {
+      if (phase_ == Phase::kTrain) {
+        admission_->admit_training(batch);
+      } else {
+        admission_->admit_eval(batch);
+      }
+    }
     data::deduplicate(batch);
     report_.build_s += seconds(start, Clock::now());
     report_.batches += 1;
@@ -192,16 +212,25 @@ class Producer {
         poll_done();
         ok = ok && !any_done();
         std::vector<std::vector<store::RowId>> rows_per_owner;
-        if (!exchange_round(ok, round, rows_per_owner)) {
+        bool any_lagging = false;
+        if (!exchange_round(ok, staging_->wants_fallback(), round, rows_per_owner, any_lagging)) {
           more = false;
           break;
         }
-        staging_->add_round(round.number, rows_per_owner);
         window.push_back(std::move(round));
         ++next_round_;
+        if (any_lagging) {
+          switch_to_ps(window);
+          return;
+        }
+        staging_->add_round(window.back().number, rows_per_owner);
       }
       if (window.empty()) break;
       Round& front = window.front();
+      if (options_.store.fault_staging_delay_ms > 0) {
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(options_.store.fault_staging_delay_ms));
+      }
+      staging_->note_lateness(front.number);
       for (size_t i = 0; i < queues_.size(); ++i) {
         store::StagingMessage staging = staging_->stage(front.number, i);
         std::vector<char> attachment;
@@ -213,10 +242,38 @@ class Producer {
     }
   }
 
+  // Graceful fallback to Scheme A (store.fallback_late_rounds): staging kept
+  // its trainers waiting, so from the window's front round on, rows come from
+  // the servers. The front batch carries the switch; the trainers flush their
+  // L1s, this producer writes its L2 down, and every later batch goes out plain.
+  // Every producer decides at the same round (the flag travels in exchange_round).
+  void switch_to_ps(std::deque<Round>& window) {
+    const Round& front = window.front();
+    if (context_.index == 0) {
+      spdlog::warn("tiered store: staging was late for {} rounds in a row; falling back to Scheme A (ps) from "
+                   "step {} (store.fallback_late_rounds)",
+                   options_.store.fallback_late_rounds, front.number);
+    }
+    for (size_t i = 0; i < queues_.size(); ++i) {
+      std::vector<char> attachment;
+      store::append_staging(staging_->switch_message(front.number), attachment);
+      send(queues_[i], encode_batch_message(front.batches[i], attachment));
+    }
+    fallback_round_ = front.number;
+    fell_back_ = true;
+    staging_->finish_training();  // every L1 and this L2 written down to the servers
+    for (size_t r = 1; r < window.size(); ++r) {
+      for (size_t i = 0; i < queues_.size(); ++i) send(queues_[i], encode_batch_message(window[r].batches[i]));
+    }
+    window.clear();
+  }
+
   // Collective over producers: every producer learns which of this round's rows
   // its trainers own, from every producer's batches. Returns false (on every
-  // producer alike) when any producer could not build the round.
-  bool exchange_round(bool ok, const Round& round, std::vector<std::vector<store::RowId>>& rows_per_owner) {
+  // producer alike) when any producer could not build the round; any_lagging
+  // is true on every producer when one of them wants the Scheme A fallback.
+  bool exchange_round(bool ok, bool lagging, const Round& round,
+                      std::vector<std::vector<store::RowId>>& rows_per_owner, bool& any_lagging) {
     const RoleLayout& layout = context_.layout;
     const int producers = layout.producers();
     const int trainers = layout.trainers();
@@ -235,7 +292,7 @@ class Producer {
     std::vector<int> send_counts(producers), send_offsets(producers);
     for (int q = 0; q < producers; ++q) {
       send_offsets[q] = static_cast<int>(send.size());
-      const int32_t flag = ok ? 1 : 0;
+      const int32_t flag = (ok ? 1 : 0) | (lagging ? 2 : 0);
       send.insert(send.end(), reinterpret_cast<const char*>(&flag), reinterpret_cast<const char*>(&flag) + 4);
       const char* ids = reinterpret_cast<const char*>(outgoing[q].data());
       send.insert(send.end(), ids, ids + outgoing[q].size() * sizeof(store::RowId));
@@ -256,11 +313,13 @@ class Producer {
                     "MPI_Ialltoallv");
     wait(request);
     bool all_ok = true;
+    any_lagging = false;
     rows_per_owner.assign(queues_.size(), {});
     for (int q = 0; q < producers; ++q) {
       int32_t flag = 0;
       std::memcpy(&flag, receive.data() + receive_offsets[q], 4);
-      all_ok = all_ok && flag == 1;
+      all_ok = all_ok && (flag & 1) != 0;
+      any_lagging = any_lagging || (flag & 2) != 0;
       const size_t n = (receive_counts[q] - 4) / sizeof(store::RowId);
       const char* at = receive.data() + receive_offsets[q] + 4;
       for (size_t i = 0; i < n; ++i) {
@@ -330,6 +389,10 @@ class Producer {
   std::vector<TrainerQueue> queues_;
   std::unique_ptr<BatchSource> source_;
   std::unique_ptr<store::ProducerStaging> staging_;
+  std::unique_ptr<store::FrequencyAdmission> admission_;  // store.min_count > 1
+  Phase phase_ = Phase::kTrain;
+  bool fell_back_ = false;       // the tiered store switched to Scheme A
+  int64_t fallback_round_ = -1;  // the first round served in Scheme A
   int64_t next_round_ = 0;
   ProducerReport report_;
 };

@@ -24,6 +24,10 @@ struct ProducerReport {
   uint64_t bytes_l3_to_l2 = 0, bytes_l2_to_l3 = 0;
   double staging_s = 0, write_back_wait_s = 0, l3_wait_s = 0;
   int64_t max_window_rows = 0, l1_capacity_rows = 0, l2_capacity_rows = 0;
+  uint64_t late_rounds = 0;        // rounds staged after the trainers had run dry
+  int64_t ps_fallback_round = -1;  // first step served in Scheme A after a fallback, -1 if none
+  // Frequency admission (store.min_count).
+  uint64_t admission_keys_seen = 0, admission_keys_defaulted = 0;
 };
 
 // True when the run evaluates at the end (same answer on every rank).

@@ -23,13 +23,15 @@ namespace {
 struct RankReport {
   int32_t role = 0;
   int32_t index = 0;
-  double values[24] = {};
+  double values[32] = {};
 };
 
 enum ProducerField { kBatches, kSamples, kBytesSent, kBuildS, kBlockedS, kLines, kMalformed, kL1Hits, kL1Misses,
                      kL1Evictions, kL2Hits, kL2Misses, kL2Evictions, kL2WriteBacks, kFallbackRows, kBytesL3ToL2,
                      kBytesL2ToL3, kStagingS, kWriteBackWaitS, kL3WaitS, kMaxWindowRows, kL1CapacityRows,
-                     kL2CapacityRows };
+                     kL2CapacityRows, kLateRounds, kPsFallbackRound, kAdmissionSeen, kAdmissionDefaulted,
+                     kProducerFields };
+static_assert(kProducerFields <= 32, "RankReport::values is too small");
 enum ServerField { kRounds, kRows, kMemoryBytes };
 enum TrainerField { kStallS, kPullWaitS, kRowsPulled, kBytesPulled, kRowsPushed, kBytesPushed, kBytesRequested,
                     kBytesBatches, kBytesAllreduce };
@@ -39,7 +41,8 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
   double bytes_pulled = 0, bytes_pushed = 0, bytes_requested = 0, bytes_batches = 0, bytes_allreduce = 0;
   double rows_pulled = 0, rows_pushed = 0, stall = 0, pull_wait = 0;
   double lines = 0, malformed = 0, server_rows = 0, server_memory = 0, producer_blocked = 0, producer_build = 0;
-  double tiered[24] = {};  // producer fields summed (maxima for the row counts)
+  double tiered[kProducerFields] = {};  // producer fields summed (maxima for the row counts)
+  tiered[kPsFallbackRound] = -1;
   for (const auto& r : reports) {
     const double* v = r.values;
     switch (static_cast<Role>(r.role)) {
@@ -53,6 +56,10 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
         lines += v[kLines], malformed += v[kMalformed];
         for (int f = kL1Hits; f <= kL3WaitS; ++f) tiered[f] += v[f];
         for (int f = kMaxWindowRows; f <= kL2CapacityRows; ++f) tiered[f] = std::max(tiered[f], v[f]);
+        tiered[kLateRounds] += v[kLateRounds];
+        tiered[kPsFallbackRound] = std::max(tiered[kPsFallbackRound], v[kPsFallbackRound]);
+        tiered[kAdmissionSeen] += v[kAdmissionSeen];
+        tiered[kAdmissionDefaulted] += v[kAdmissionDefaulted];
         producer_blocked += v[kBlockedS], producer_build += v[kBuildS];
         break;
       case Role::kServer:
@@ -89,6 +96,11 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
       {"servers", {{"rows", server_rows}, {"memory_bytes", server_memory}}},
   };
   if (teacher_auc >= 0) summary["teacher_auc"] = teacher_auc;
+  if (options.store.min_count > 1) {
+    summary["admission"] = {{"min_count", options.store.min_count},
+                            {"keys_seen", tiered[kAdmissionSeen]},
+                            {"keys_defaulted", tiered[kAdmissionDefaulted]}};
+  }
   summary["link_model"] = comm::LinkModel::options().describe();
   if (options.store.mode == "tiered") {
     auto rate = [](double hits, double misses) { return hits + misses > 0 ? hits / (hits + misses) : 0.0; };
@@ -100,6 +112,8 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
                 {"hit_rate", rate(tiered[kL2Hits], tiered[kL2Misses])}, {"evictions", tiered[kL2Evictions]},
                 {"write_backs", tiered[kL2WriteBacks]}, {"capacity_rows", tiered[kL2CapacityRows]},
                 {"fallback_rows", tiered[kFallbackRows]}}},
+        {"late_rounds", tiered[kLateRounds]},
+        {"ps_fallback_step", tiered[kPsFallbackRound]},
     };
     summary["bytes"]["l3_to_l2"] = tiered[kBytesL3ToL2];
     summary["bytes"]["l2_to_l3"] = tiered[kBytesL2ToL3];
@@ -159,6 +173,8 @@ int run_train_job(const RunOptions& options, MPI_Comm world) {
       v[kStagingS] = r.staging_s, v[kWriteBackWaitS] = r.write_back_wait_s, v[kL3WaitS] = r.l3_wait_s;
       v[kMaxWindowRows] = double(r.max_window_rows), v[kL1CapacityRows] = double(r.l1_capacity_rows);
       v[kL2CapacityRows] = double(r.l2_capacity_rows);
+      v[kLateRounds] = double(r.late_rounds), v[kPsFallbackRound] = double(r.ps_fallback_round);
+      v[kAdmissionSeen] = double(r.admission_keys_seen), v[kAdmissionDefaulted] = double(r.admission_keys_defaulted);
       if (r.parse.malformed > 0) {
         spdlog::warn("producer {}: skipped {} malformed of {} lines", context.index, r.parse.malformed, r.parse.lines);
       }

@@ -1,5 +1,7 @@
 #include "store/l1_directory.hpp"
 
+#include <algorithm>
+
 #include "common/error.hpp"
 
 namespace strata::store {
@@ -10,11 +12,7 @@ L1Directory::L1Directory(int owner, int64_t capacity_rows, int row_bytes, const 
       row_bytes_(row_bytes),
       policy_(policy),
       queue_(policy),
-      index_(static_cast<size_t>(capacity_rows)),
-      entry_of_slot_(static_cast<size_t>(capacity_rows), -1) {
-  free_slots_.reserve(capacity_rows);
-  for (int64_t s = capacity_rows - 1; s >= 0; --s) free_slots_.push_back(static_cast<int32_t>(s));
-}
+      index_(static_cast<size_t>(std::min<int64_t>(capacity_rows, 4096))) {}
 
 int32_t L1Directory::entry_index(const RowId& id) {
   bool inserted = false;
@@ -155,8 +153,13 @@ StagingPlan L1Directory::plan(int64_t round, int depth) {
       release_if_unused(victim);
     }
     Entry& e = entries_[index];  // entries_ does not grow in this loop
-    e.slot = free_slots_.back();
-    free_slots_.pop_back();
+    if (!free_slots_.empty()) {
+      e.slot = free_slots_.back();
+      free_slots_.pop_back();
+    } else {
+      e.slot = static_cast<int32_t>(entry_of_slot_.size());  // a slot never used before
+      entry_of_slot_.push_back(-1);
+    }
     entry_of_slot_[e.slot] = index;
     ++present_;
     e.usage = RowUsage{};

@@ -26,7 +26,7 @@ L2HostTier::L2HostTier(int64_t capacity_rows, int width, const EvictionPolicy& p
   if (capacity_rows > 0) {
     try {
       cache_ = std::make_unique<RowCache>(capacity_rows, width);
-      usage_.resize(capacity_rows);
+
     } catch (const std::bad_alloc&) {
       spdlog::warn("L2: cannot allocate {} rows ({:.1f} MiB); falling back to Scheme A for L2 traffic",
                    capacity_rows, capacity_rows * width * 4.0 / 1048576.0);
@@ -44,6 +44,7 @@ void L2HostTier::set_refusing(bool refusing) {
 }
 
 void L2HostTier::touch(int64_t slot, int64_t round) {
+  if (static_cast<size_t>(slot) >= usage_.size()) usage_.resize(slot + 1);
   policy_.record_access(usage_[slot], round);
   queue_.update(slot, usage_[slot]);
 }

@@ -67,7 +67,7 @@ class L2HostTier {
   std::function<void()> service_;
   std::unique_ptr<RowCache> cache_;
   EvictionQueue queue_;
-  std::vector<RowUsage> usage_;  // (capacity) by slot
+  std::vector<RowUsage> usage_;  // by slot, grown as slots come into use
   struct PendingSend {
     MPI_Request request;
     std::vector<char> bytes;

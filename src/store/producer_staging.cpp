@@ -34,7 +34,9 @@ ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vect
       world_(world),
       policy_(make_eviction_policy(options.store.policy, options.store.decay)),
       evicted_(owners_.size()),
-      flushed_(owners_.size(), false) {
+      flushed_(owners_.size(), false),
+      started_(owners_.size(), -1),
+      fallback_late_rounds_(options.store.fallback_late_rounds) {
   if (!options.output.trace.empty()) {
     // One file per producer (it plans only its own trainers' L1s); the first is the plain path.
     trace_ = std::make_unique<io::AccessTraceWriter>(owners_.size() && owners_[0] == 0
@@ -85,6 +87,9 @@ void ProducerStaging::apply_arrived() {
     const size_t used = arrived.bytes.size() - reader.remaining();
     RowBlock rows = read_row_block(arrived.bytes.data() + used, reader.remaining());
     l2_->write_back(rows, header.round);
+    if (header.kind == WriteBackKind::kRound) {
+      started_[arrived.owner_index] = std::max(started_[arrived.owner_index], header.round);
+    }
     if (header.kind == WriteBackKind::kFlush) {
       flushed_[arrived.owner_index] = true;
       continue;
@@ -135,14 +140,40 @@ StagingMessage ProducerStaging::stage(int64_t round, size_t owner_index) {
   evicted_[owner_index].emplace_back(round, message.evict);
   ++counters_.rounds;
   counters_.staging_s += since(start);
+  fill_stats(message.stats);
+  return message;
+}
+
+void ProducerStaging::fill_stats(double* st) const {
   const L2Counters& l2 = l2_->counters();
-  double* st = message.stats;
   st[kStatL1Hits] = double(counters_.l1_hits), st[kStatL1Misses] = double(counters_.l1_misses);
   st[kStatL1Evictions] = double(counters_.l1_evictions), st[kStatL2Hits] = double(l2.hits);
   st[kStatL2Misses] = double(l2.misses), st[kStatL2Evictions] = double(l2.evictions);
   st[kStatL2WriteBacks] = double(l2.write_backs_to_l3), st[kStatFallbackRows] = double(l2.fallback_rows);
   st[kStatBytesL3ToL2] = double(l2.bytes_from_l3), st[kStatBytesL2ToL3] = double(l2.bytes_to_l3);
   st[kStatStagingS] = counters_.staging_s;
+}
+
+bool ProducerStaging::note_lateness(int64_t round) {
+  poll();
+  apply_arrived();
+  bool late = false;
+  for (int64_t started : started_) late = late || (started >= 0 && started >= round - 1);
+  if (late) {
+    ++counters_.late_rounds;
+    ++late_run_;
+  } else {
+    late_run_ = 0;
+  }
+  return late;
+}
+
+StagingMessage ProducerStaging::switch_message(int64_t round) const {
+  StagingMessage message;
+  message.round = round;
+  message.switch_to_ps = true;
+  message.insert.width = width_;
+  fill_stats(message.stats);
   return message;
 }
 

@@ -26,6 +26,7 @@ namespace strata::store {
 struct StagingCounters {
   uint64_t l1_hits = 0, l1_misses = 0, l1_evictions = 0;
   uint64_t rounds = 0;
+  uint64_t late_rounds = 0;      // rounds staged after their trainer had run out of queued batches
   int64_t max_window_rows = 0;   // largest pinned window of any L1 (the minimum L1 size)
   double write_back_wait_s = 0;  // waiting for an L1 to return an evicted row
   double staging_s = 0;          // planning and reading rows
@@ -46,9 +47,19 @@ class ProducerStaging {
   StagingMessage stage(int64_t round, size_t owner_index);
   // Receives write-backs that have arrived (any wait loop may call it).
   void poll();
-  // End of training: applies every write-back and flush, writes L2 down to the
-  // servers, then tells each trainer it may read the servers.
+  // End of training (or the switch to Scheme A): applies every write-back and
+  // flush, writes L2 down to the servers, then tells each trainer it may read
+  // the servers.
   void finish_training();
+
+  // Called once per round before it is staged: was the round late, i.e. had
+  // some trainer already started the previous round, so that nothing was
+  // queued behind its current step? Counts consecutive late rounds.
+  bool note_lateness(int64_t round);
+  // store.fallback_late_rounds consecutive late rounds: time to fall back to Scheme A.
+  bool wants_fallback() const { return fallback_late_rounds_ > 0 && late_run_ >= fallback_late_rounds_; }
+  // A staging message for `round` that switches owners()[i] to Scheme A.
+  StagingMessage switch_message(int64_t round) const;
 
   const std::vector<int>& owners() const { return owners_; }
   const StagingCounters& counters() const { return counters_; }
@@ -62,6 +73,7 @@ class ProducerStaging {
     std::vector<char> bytes;
   };
   void apply_arrived();
+  void fill_stats(double* stats) const;  // (kProducerStats) cumulative counters for a staging message
   bool is_pending(const RowId& id) const { return pending_.contains(id); }
 
   // Initial full row (values + optimizer state), as the servers would make it.
@@ -86,6 +98,9 @@ class ProducerStaging {
   std::vector<std::deque<std::pair<int64_t, std::vector<RowId>>>> evicted_;
   RowMap<int> pending_;  // evicted, write-back not yet applied
   std::vector<bool> flushed_;
+  std::vector<int64_t> started_;  // per owner: newest round whose plan it applied (from its write-backs)
+  int fallback_late_rounds_ = 0;
+  int64_t late_run_ = 0;          // consecutive late rounds
   std::unique_ptr<io::AccessTraceWriter> trace_;  // output.trace (one file per producer)
   StagingCounters counters_;
 };

@@ -1,5 +1,6 @@
 #include "store/row_cache.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.hpp"
@@ -9,18 +10,21 @@ namespace strata::store {
 RowCache::RowCache(int64_t capacity_rows, int width)
     : capacity_(capacity_rows),
       width_(width),
-      arena_(static_cast<size_t>(capacity_rows) * width),
-      dirty_(capacity_rows, 0),
-      ids_(capacity_rows),
-      slot_of_(static_cast<size_t>(capacity_rows)) {
-  free_slots_.reserve(capacity_rows);
-  for (int64_t s = capacity_rows - 1; s >= 0; --s) free_slots_.push_back(s);
-}
+      arena_(new float[static_cast<size_t>(capacity_rows) * width]),
+      slot_of_(static_cast<size_t>(std::min<int64_t>(capacity_rows, 4096))) {}
 
 int64_t RowCache::insert(const RowId& id, const float* values, bool dirty) {
-  if (free_slots_.empty()) throw Error("RowCache::insert into a full cache (bug: evict first)");
-  const int64_t slot = free_slots_.back();
-  free_slots_.pop_back();
+  int64_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else if (static_cast<int64_t>(ids_.size()) < capacity_) {
+    slot = static_cast<int64_t>(ids_.size());
+    ids_.emplace_back();
+    dirty_.push_back(0);
+  } else {
+    throw Error("RowCache::insert into a full cache (bug: evict first)");
+  }
   bool inserted = false;
   slot_of_.insert(id, slot, &inserted);
   if (!inserted) throw Error("RowCache::insert of a row already present (bug)");

@@ -1,10 +1,13 @@
 // RowCache: a bounded set of rows with insert, lookup and erase, in one arena of
-// `capacity` rows allocated up front (the level's byte budget). Used by the L1
-// device tier and the L2 host tier. Each row carries a dirty bit: it is newer
-// than the copy in the level below.
+// `capacity` rows allocated up front (the level's byte budget, as HBM would be
+// reserved). The arena is not zeroed and the per-slot bookkeeping grows with
+// the slots actually used, so a generous budget costs nothing until it fills.
+// Used by the L1 device tier and the L2 host tier. Each row carries a dirty
+// bit: it is newer than the copy in the level below.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "store/row_key.hpp"
@@ -24,7 +27,7 @@ class RowCache {
   int64_t capacity() const { return capacity_; }
   int64_t size() const { return static_cast<int64_t>(slot_of_.size()); }
   bool full() const { return size() >= capacity_; }
-  size_t arena_bytes() const { return arena_.size() * sizeof(float); }
+  size_t arena_bytes() const { return static_cast<size_t>(capacity_) * width_ * sizeof(float); }
 
   int64_t find(const RowId& id) const {
     const int64_t* slot = slot_of_.find(id);
@@ -34,8 +37,8 @@ class RowCache {
   int64_t insert(const RowId& id, const float* values, bool dirty);
   void erase(int64_t slot);
 
-  float* row(int64_t slot) { return arena_.data() + static_cast<size_t>(slot) * width_; }
-  const float* row(int64_t slot) const { return arena_.data() + static_cast<size_t>(slot) * width_; }
+  float* row(int64_t slot) { return arena_.get() + static_cast<size_t>(slot) * width_; }
+  const float* row(int64_t slot) const { return arena_.get() + static_cast<size_t>(slot) * width_; }
   bool dirty(int64_t slot) const { return dirty_[slot] != 0; }
   void set_dirty(int64_t slot, bool dirty) { dirty_[slot] = dirty ? 1 : 0; }
   const RowId& id(int64_t slot) const { return ids_[slot]; }
@@ -48,10 +51,10 @@ class RowCache {
  private:
   int64_t capacity_;
   int width_;
-  std::vector<float> arena_;       // (capacity, width)
-  std::vector<uint8_t> dirty_;     // (capacity)
-  std::vector<RowId> ids_;         // (capacity)
-  std::vector<int64_t> free_slots_;
+  std::unique_ptr<float[]> arena_;  // (capacity, width), uninitialised
+  std::vector<uint8_t> dirty_;      // (slots used so far)
+  std::vector<RowId> ids_;          // (slots used so far)
+  std::vector<int64_t> free_slots_; // erased slots, reused first (LIFO)
   RowMap<int64_t> slot_of_;
 };
 

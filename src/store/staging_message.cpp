@@ -37,6 +37,7 @@ const char* producer_stat_name(int stat) {
 void append_staging(const StagingMessage& message, std::vector<char>& out) {
   comm::ByteWriter writer(out);
   writer.put<int64_t>(message.round);
+  writer.put<uint8_t>(message.switch_to_ps ? 1 : 0);
   writer.put(message.stats);
   writer.put_vector(message.evict);
   append_row_block(message.insert, out);
@@ -46,6 +47,7 @@ StagingMessage read_staging(const char* data, size_t size) {
   comm::ByteReader reader(data, size, "staging message");
   StagingMessage message;
   message.round = reader.get<int64_t>();
+  message.switch_to_ps = reader.get<uint8_t>() != 0;
   const auto stats = reader.get<std::array<double, kProducerStats>>();
   std::copy(stats.begin(), stats.end(), message.stats);
   reader.get_vector(message.evict);

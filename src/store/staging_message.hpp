@@ -33,6 +33,9 @@ const char* producer_stat_name(int stat);
 
 struct StagingMessage {
   int64_t round = -1;          // -1: no staging (ps mode)
+  // Scheme A fallback: from this round on the trainers flush their L1s and
+  // reach rows on the servers; nothing is staged for this round.
+  bool switch_to_ps = false;
   std::vector<RowId> evict;
   RowBlock insert;
   double stats[kProducerStats] = {};

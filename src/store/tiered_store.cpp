@@ -30,6 +30,13 @@ TieredStore::TieredStore(MPI_Comm world, MPI_Comm trainers, int producer_rank, s
 void TieredStore::stage(const char* staging, size_t bytes) {
   StagingMessage message = read_staging(staging, bytes);
   std::copy(message.stats, message.stats + kProducerStats, producer_stats_);
+  if (message.switch_to_ps) {
+    // Scheme A from this step on: every dirty row goes down to the servers,
+    // which then serve pulls and apply pushes exactly as in ps mode.
+    flush();
+    fell_back_ = true;
+    return;
+  }
   RowBlock write_back;
   l1_.apply(message, write_back);
   counters_.l1_evictions += message.evict.size();
@@ -73,8 +80,9 @@ void TieredStore::exchange(const std::vector<char>& send, const std::vector<int>
 }
 
 void TieredStore::pull(const data::Batch& batch, std::vector<std::vector<float>>& rows, bool for_training) {
-  if (!for_training) {
-    servers_.pull(batch, rows, false);
+  if (!for_training || fell_back_) {
+    servers_.pull(batch, rows, for_training);
+    traffic_ = servers_.traffic();
     return;
   }
   // 1. Ask each owner for the rows of this batch it owns.
@@ -123,7 +131,12 @@ void TieredStore::pull(const data::Batch& batch, std::vector<std::vector<float>>
   }
 }
 
-void TieredStore::push(const data::Batch& /*batch*/, const std::vector<std::vector<float>>& grads) {
+void TieredStore::push(const data::Batch& batch, const std::vector<std::vector<float>>& grads) {
+  if (fell_back_) {
+    servers_.push(batch, grads);
+    traffic_ = servers_.traffic();
+    return;
+  }
   std::vector<char> send;
   std::vector<int> send_counts(trainers_), receive_counts;
   for (int o = 0; o < trainers_; ++o) {

@@ -60,6 +60,7 @@ class TieredStore : public ParameterStore {
   L1DeviceTier l1_;
   RemotePsStore servers_;  // evaluation and dump, after flush()
   bool flushed_ = false;
+  bool fell_back_ = false;  // switched to Scheme A (store.fallback_late_rounds): rows live on the servers
   TieredCounters counters_;
   bool reports_producer_ = false;            // first trainer of its producer: carries its counters
   double producer_stats_[kProducerStats] = {};  // latest snapshot from the staging plans

@@ -28,7 +28,7 @@ std::string error_of(const std::vector<std::string>& args) {
 TEST(Deck, DefaultsWithoutDeck) {
   RunOptions o = parse_run_options({});
   EXPECT_EQ(o.train.batch_size, 256);
-  EXPECT_EQ(o.store.mode, "ps");
+  EXPECT_EQ(o.store.mode, "tiered");
   EXPECT_EQ(o.data.source, "synthetic");
 }
 

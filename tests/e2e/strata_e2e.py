@@ -81,7 +81,7 @@ def case_reaches_teacher_auc(r):
 
 
 def case_summary_fields(r):
-    s = r.run("fields", 3)
+    s = r.run("fields", 3, "--store.mode=ps")
     for key in ("mode", "steps", "samples", "samples_per_s", "train_logloss", "eval_auc", "eval_logloss",
                 "bytes", "params_digest"):
         assert key in s, f"summary.json lacks {key}"
@@ -162,6 +162,41 @@ def case_tiered_fallback(r):
     tiny = r.run("fallback_no_l2", 4, "--layout.trainers=2", "--store.mode=tiered", "--store.l2_mb=0")
     assert tiny["levels"]["l2"]["fallback_rows"] > 0 and tiny["params_digest"] == ps["params_digest"]
     print("fallback rows", s["levels"]["l2"]["fallback_rows"], tiny["levels"]["l2"]["fallback_rows"])
+
+
+def case_tiered_lag_fallback(r):
+    """Staging that keeps the trainers waiting (fault injection: a pause before
+    every round) switches the run to Scheme A at a step boundary; the numbers
+    stay those of ps. Without store.fallback_late_rounds the run stays tiered."""
+    ps = r.run("lag_ps", 4, "--layout.trainers=2", "--store.mode=ps")
+    s = r.run("lag_fallback", 4, "--layout.trainers=2", "--store.mode=tiered", "--store.fault_staging_delay_ms=15",
+              "--store.fallback_late_rounds=3")
+    step = s["levels"]["ps_fallback_step"]
+    assert 0 < step < 60, f"expected a switch to ps during the run, got step {step}"
+    assert s["levels"]["late_rounds"] >= 3, s["levels"]
+    assert s["params_digest"] == ps["params_digest"], "the switch to Scheme A changed the numbers"
+    assert s["eval_logloss"] == ps["eval_logloss"]
+    stay = r.run("lag_no_fallback", 4, "--layout.trainers=2", "--store.mode=tiered",
+                 "--store.fault_staging_delay_ms=5", "--train.steps=20")
+    assert stay["levels"]["ps_fallback_step"] == -1 and stay["levels"]["late_rounds"] > 0, stay["levels"]
+    print(f"switched to ps at step {step} after {s['levels']['late_rounds']:.0f} late rounds")
+
+
+def case_admission(r):
+    """store.min_count: rare keys share their table's default row; fewer rows
+    are stored, ps and tiered still agree bit for bit, and the model still learns."""
+    plain = r.run("admit_off", 4, "--layout.trainers=2", "--store.mode=ps")
+    ps = r.run("admit_ps", 4, "--layout.trainers=2", "--store.mode=ps", "--store.min_count=3")
+    tiered = r.run("admit_tiered", 4, "--layout.trainers=2", "--store.mode=tiered", "--store.min_count=3",
+                   "--store.l1_mb=0.5", "--store.l2_mb=0.5")
+    assert ps["params_digest"] == tiered["params_digest"], "admission broke tiered == ps"
+    a = ps["admission"]
+    assert a["min_count"] == 3 and 0 < a["keys_defaulted"] < a["keys_seen"], a
+    assert ps["sparse_rows"] < plain["sparse_rows"], (ps["sparse_rows"], plain["sparse_rows"])
+    assert ps["params_digest"] != plain["params_digest"]
+    assert ps["eval_auc"] > 0.6, ps["eval_auc"]
+    print(f"rows stored: {plain['sparse_rows']} without admission, {ps['sparse_rows']} with min_count 3; "
+          f"{a['keys_defaulted']:.0f} of {a['keys_seen']:.0f} key uses defaulted")
 
 
 def case_report_plots(r):
