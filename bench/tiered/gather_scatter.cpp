@@ -56,7 +56,6 @@ int main(int argc, char** argv) {
     const int64_t rows = int64_t(table_bytes / (sizeof(float) * width));
     std::vector<int64_t> slots(batch);
     std::vector<float> out(batch * dim), grads(batch * dim, 0.001f);
-    RowGatherPlan plan;
     double naive_s = 0, strata_s = 0;
     const int reps = 6;
     for (int r = 0; r < reps; ++r) {
@@ -71,8 +70,8 @@ int main(int argc, char** argv) {
       scatter_add_rows_reference(table, width, slots.data(), n, dim, grads.data());
       naive_s += seconds_since(t);
       t = Clock::now();
-      gather_rows(table, width, slots.data(), n, dim, out.data(), plan);
-      scatter_add_rows(table, width, slots.data(), n, dim, grads.data(), plan);
+      gather_rows(table, width, slots.data(), n, dim, out.data());
+      scatter_add_rows(table, width, slots.data(), n, dim, grads.data());
       strata_s += seconds_since(t);
     }
     // Bytes moved per row: gather reads the row and writes it out; scatter reads

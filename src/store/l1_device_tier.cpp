@@ -41,7 +41,7 @@ void L1DeviceTier::apply(const StagingMessage& staging, RowBlock& write_back) {
 void L1DeviceTier::gather(const RowId* ids, size_t n, float* values) {
   gather_slots_.resize(n);
   for (size_t i = 0; i < n; ++i) gather_slots_[i] = slot_of(ids[i]);
-  if (n) backend::host::gather_rows(cache_.row(0), cache_.width(), gather_slots_.data(), n, dim_, values, gather_plan_);
+  if (n) backend::host::gather_rows(cache_.row(0), cache_.width(), gather_slots_.data(), n, dim_, values);
 }
 
 void L1DeviceTier::add_gradients(const RowId* ids, size_t n, const float* grads) {

@@ -44,7 +44,6 @@ class L1DeviceTier {
   RowCache cache_;
   GradientAccumulator gradients_;
   std::vector<int64_t> gather_slots_;
-  backend::host::RowGatherPlan gather_plan_;
 };
 
 }  // namespace strata::store
