@@ -1,0 +1,119 @@
+// SearchSpace::from_options: the tune.space_* specs become knobs of the right
+// type; a malformed spec, or one the engine would refuse, is an error naming
+// the deck key and the accepted forms.
+#include <gtest/gtest.h>
+
+#include "tune/search_space.hpp"
+#include "tune_test_util.hpp"
+
+namespace strata {
+namespace {
+
+using test::contains;
+using test::expect_error;
+
+TuneOptions only(std::string TuneOptions::*key, const std::string& spec) {
+  TuneOptions options;
+  options.space_l1_mb = options.space_l2_mb = options.space_prefetch_depth = options.space_policy = "";
+  options.space_layout = options.space_batch_size = "";
+  options.*key = spec;
+  return options;
+}
+
+TEST(TuneSearchSpace, DefaultsSearchTheStoreKnobs) {
+  const SearchSpace space = SearchSpace::from_options(TuneOptions{});
+  ASSERT_EQ(space.knobs().size(), 4u);
+  const Knob& l1 = space.knobs()[0];
+  EXPECT_EQ(l1.name, "store.l1_mb");
+  EXPECT_EQ(l1.deck_key, "tune.space_l1_mb");
+  EXPECT_EQ(l1.type, KnobType::integer);
+  EXPECT_EQ(l1.low, 1);
+  EXPECT_EQ(l1.high, 64);
+  EXPECT_TRUE(l1.log_scale);
+  EXPECT_EQ(space.knobs()[1].name, "store.l2_mb");
+  EXPECT_FALSE(space.knobs()[1].log_scale);
+  EXPECT_EQ(space.knobs()[2].name, "store.prefetch_depth");
+  const Knob& policy = space.knobs()[3];
+  EXPECT_EQ(policy.type, KnobType::categorical);
+  EXPECT_EQ(policy.candidates, (std::vector<std::string>{"lru", "lfu", "lookahead"}));
+}
+
+TEST(TuneSearchSpace, EveryKeyInItsFixedOrder) {
+  TuneOptions options;
+  options.space_layout = "1/2/1|2/1/1";
+  options.space_batch_size = "128:1024:log";
+  const SearchSpace space = SearchSpace::from_options(options);
+  std::vector<std::string> names;
+  for (const auto& knob : space.knobs()) names.push_back(knob.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"store.l1_mb", "store.l2_mb", "store.prefetch_depth", "store.policy",
+                                             "layout", "train.batch_size"}));
+  EXPECT_EQ(space.find("layout")->candidates, (std::vector<std::string>{"1/2/1", "2/1/1"}));
+  EXPECT_EQ(space.find("train.batch_size")->type, KnobType::integer);
+  EXPECT_EQ(space.find("nothing"), nullptr);
+}
+
+TEST(TuneSearchSpace, FloatsWhenABoundIsNotWhole) {
+  const SearchSpace space = SearchSpace::from_options(only(&TuneOptions::space_l1_mb, " 0.5 : 64 : log "));
+  ASSERT_EQ(space.knobs().size(), 1u);
+  EXPECT_EQ(space.knobs()[0].type, KnobType::real);
+  EXPECT_EQ(space.knobs()[0].low, 0.5);
+  EXPECT_TRUE(space.knobs()[0].log_scale);
+  const SearchSpace numbers = SearchSpace::from_options(only(&TuneOptions::space_batch_size, "256|512"));
+  EXPECT_EQ(numbers.knobs()[0].type, KnobType::categorical);
+}
+
+TEST(TuneSearchSpace, EmptySpecsSearchNothing) {
+  EXPECT_TRUE(SearchSpace::from_options(only(&TuneOptions::space_l1_mb, "  ")).empty());
+}
+
+struct BadSpec {
+  std::string TuneOptions::*key;
+  const char* deck_key;
+  const char* spec;
+  const char* detail;  // a part of the message
+};
+
+TEST(TuneSearchSpace, MalformedSpecsNameTheirKey) {
+  const BadSpec cases[] = {
+      {&TuneOptions::space_l1_mb, "tune.space_l1_mb", "64:1", "lo > hi"},
+      {&TuneOptions::space_l1_mb, "tune.space_l1_mb", "0:64:log", "log range needs lo > 0"},
+      {&TuneOptions::space_l1_mb, "tune.space_l1_mb", "1:64:lin", "lo:hi or lo:hi:log"},
+      {&TuneOptions::space_l1_mb, "tune.space_l1_mb", "one:two", "must be numbers"},
+      {&TuneOptions::space_l1_mb, "tune.space_l1_mb", "1:2|3", "mixes a range"},
+      {&TuneOptions::space_l1_mb, "tune.space_l1_mb", "0:64", "the engine refuses store.l1_mb = 0"},
+      {&TuneOptions::space_l2_mb, "tune.space_l2_mb", "-5:10", "the engine refuses store.l2_mb = -5"},
+      {&TuneOptions::space_prefetch_depth, "tune.space_prefetch_depth", "1.5:8", "whole numbers"},
+      {&TuneOptions::space_prefetch_depth, "tune.space_prefetch_depth", "deep", "not a whole number"},
+      {&TuneOptions::space_prefetch_depth, "tune.space_prefetch_depth", "0:4", "store.prefetch_depth = 0"},
+      {&TuneOptions::space_policy, "tune.space_policy", "lru|lfru", "the engine refuses store.policy = lfru"},
+      {&TuneOptions::space_policy, "tune.space_policy", "lru||lfu", "an empty candidate"},
+      {&TuneOptions::space_policy, "tune.space_policy", "lru|lru", "appears twice"},
+      {&TuneOptions::space_policy, "tune.space_policy", "1:3", "candidates only"},
+      {&TuneOptions::space_layout, "tune.space_layout", "1/2|1/2/1", "bad layout '1/2'"},
+      {&TuneOptions::space_layout, "tune.space_layout", "1/0/1", "layout.trainers"},
+      {&TuneOptions::space_batch_size, "tune.space_batch_size", "64:256.5", "whole numbers"},
+  };
+  for (const BadSpec& bad : cases) {
+    Error error = expect_error([&] { SearchSpace::from_options(only(bad.key, bad.spec)); });
+    EXPECT_TRUE(contains(error.what_failed(), bad.deck_key)) << bad.spec << " -> " << error.what();
+    EXPECT_TRUE(contains(error.what_failed(), std::string("'") + bad.spec + "'")) << error.what();
+    EXPECT_TRUE(contains(error.what_failed(), bad.detail)) << bad.spec << " -> " << error.what();
+    EXPECT_FALSE(error.how_to_fix().empty()) << error.what();
+  }
+}
+
+TEST(TuneSearchSpace, RangeErrorsListTheAcceptedForms) {
+  Error error = expect_error([] { SearchSpace::from_options(only(&TuneOptions::space_l1_mb, "64:1")); });
+  EXPECT_TRUE(contains(error.how_to_fix(), "lo:hi:log")) << error.what();
+  EXPECT_TRUE(contains(error.how_to_fix(), "a|b|c")) << error.what();
+}
+
+TEST(TuneSearchSpace, KnobsAreUnique) {
+  SearchSpace space;
+  space.add(Knob{"x", "test", KnobType::real, 0, 1, false, {}});
+  Error error = expect_error([&] { space.add(Knob{"x", "test", KnobType::real, 0, 1, false, {}}); });
+  EXPECT_TRUE(contains(error.what_failed(), "x")) << error.what();
+}
+
+}  // namespace
+}  // namespace strata
