@@ -2,9 +2,12 @@
 """strata report: renders a run's metrics.jsonl as PNG plots (called by `strata report --run DIR`).
 
 Writes into DIR: throughput.png (samples/s and loss per step), hit_rate.png (window hit
-rate per cache level, tiered runs) and bytes.png (cumulative bytes per link).
+rate per cache level, tiered runs) and bytes.png (cumulative bytes per link). When DIR
+holds a trials.csv (written by `strata tune`), also tuning.png: the objective of every
+trial and the best-so-far curve, with pruned and failed trials marked.
 """
 import argparse
+import csv
 import json
 import os
 import sys
@@ -13,6 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
 def load(run_dir):
@@ -45,11 +49,9 @@ def title(summary, what):
     return f"{what} — store {mode}" + ("" if links == "off" else f" (link model: {links})")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--run", required=True, help="the run's output.dir")
-    args = parser.parse_args()
-    lines, summary = load(args.run)
+def render_metrics(run):
+    """throughput.png, hit_rate.png and bytes.png from metrics.jsonl; returns the paths written."""
+    lines, summary = load(run)
     steps = [m["step"] for m in lines]
     written = []
 
@@ -62,7 +64,7 @@ def main():
     ax2.set_ylabel("train loss", color="tab:red")
     ax.set_title(title(summary, "throughput and loss"))
     fig.tight_layout()
-    written.append(os.path.join(args.run, "throughput.png"))
+    written.append(os.path.join(run, "throughput.png"))
     fig.savefig(written[-1], dpi=100)
     plt.close(fig)
 
@@ -76,7 +78,7 @@ def main():
         ax.legend()
         ax.set_title(title(summary, "hit rate per level"))
         fig.tight_layout()
-        written.append(os.path.join(args.run, "hit_rate.png"))
+        written.append(os.path.join(run, "hit_rate.png"))
         fig.savefig(written[-1], dpi=100)
         plt.close(fig)
 
@@ -96,9 +98,80 @@ def main():
     ax.legend(fontsize=8)
     ax.set_title(title(summary, "bytes per link"))
     fig.tight_layout()
-    written.append(os.path.join(args.run, "bytes.png"))
+    written.append(os.path.join(run, "bytes.png"))
     fig.savefig(written[-1], dpi=100)
     plt.close(fig)
+    return written
+
+
+def load_trials(path):
+    """trials.csv rows as dicts, plus the objective's column name (the fifth column from the end)."""
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    tail = ["direction", "state", "reason", "seconds"]
+    if not rows or len(rows[0]) < 6 or rows[0][-4:] != tail:
+        sys.exit(f"strata report: error: {path} is not a strata trials.csv "
+                 f"(its header must end with <objective>,{','.join(tail)})")
+    header = rows[0]
+    trials = [dict(zip(header, row)) for row in rows[1:] if len(row) == len(header) and row != header]
+    return trials, header[-5]
+
+
+def render_tuning(run):
+    """tuning.png: objective per trial (in the order they finished) and the best so far."""
+    path = os.path.join(run, "trials.csv")
+    trials, objective = load_trials(path)
+    maximize = not trials or trials[0]["direction"] != "minimize"
+    better = (lambda a, b: a > b) if maximize else (lambda a, b: a < b)
+    done_x, done_y, best_x, best_y = [], [], [], []
+    marks = {"pruned": [], "failed": []}
+    best = None
+    for index, trial in enumerate(trials, 1):
+        if trial["state"] == "complete":
+            value = float(trial[objective])
+            done_x.append(index)
+            done_y.append(value)
+            if best is None or better(value, best[0]):
+                best = (value, trial["trial"])
+        elif trial["state"] in marks:
+            marks[trial["state"]].append(index)
+        if best is not None:
+            best_x.append(index)
+            best_y.append(best[0])
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.scatter(done_x, done_y, s=18, color="tab:blue", label=f"{objective} (complete)")
+    ax.step(best_x, best_y, where="post", color="tab:green", label="best so far")
+    low = min(done_y) if done_y else 0
+    for state, color, shape in (("pruned", "tab:orange", "v"), ("failed", "tab:red", "x")):
+        if marks[state]:
+            ax.scatter(marks[state], [low] * len(marks[state]), color=color, marker=shape,
+                       label=f"{state} ({len(marks[state])})")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("trial, in the order they finished")
+    ax.set_ylabel(objective)
+    summary = f"best {best[0]:.6g} at trial {best[1]}" if best else "no complete trial"
+    ax.set_title(f"tuning: {len(trials)} trials, {'maximize' if maximize else 'minimize'} {objective}, {summary}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    out = os.path.join(run, "tuning.png")
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--run", required=True, help="the run's output.dir")
+    args = parser.parse_args()
+    has_metrics = os.path.isfile(os.path.join(args.run, "metrics.jsonl"))
+    has_trials = os.path.isfile(os.path.join(args.run, "trials.csv"))
+    written = []
+    # A tuning folder may hold only trials.csv; any other folder needs metrics.jsonl.
+    if has_metrics or not has_trials:
+        written += render_metrics(args.run)
+    if has_trials:
+        written.append(render_tuning(args.run))
     for path in written:
         print(f"wrote {path}")
 
