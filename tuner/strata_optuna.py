@@ -115,7 +115,28 @@ class TunerSession:
                              "fix: use another tune.study for this objective")
         if old is None:
             self.study.set_user_attr("objective", objective_name)
+        self._check_same_space(study)
         self.pending = {}
+
+    def _check_same_space(self, study):
+        """Refuses a knob whose kind or candidates changed since the study's earlier trials.
+
+        Optuna would otherwise fail inside ask(), leaving a trial RUNNING in the study.
+        A numeric range may change; the kind (integer/float) and candidate sets may not.
+        """
+        seen = {}
+        for trial in self.study.get_trials(deepcopy=False):
+            seen.update(trial.distributions)
+        for name, new in self.distributions.items():
+            old = seen.get(name)
+            if old is None:
+                continue
+            try:
+                optuna.distributions.check_distribution_compatibility(old, new)
+            except ValueError as error:
+                raise TunerError(f"study {study!r} searched {name} as {old}, but this search declares {new} "
+                                 f"({error})\nfix: keep the study's tune.space_* values for {name}, "
+                                 "or start a new tune.study") from error
 
     def ask(self):
         """Returns (trial number, values in knob order); categorical values are candidate indexes."""

@@ -247,6 +247,23 @@ TEST(TuneOptunaPlugin, PythonErrorsBecomeStrataErrors) {
   EXPECT_TRUE(contains(corrupt.how_to_fix(), "tune.study")) << corrupt.what();
 }
 
+TEST(TuneOptunaPlugin, AStudyKeepsItsCandidates) {
+  const std::string study = test::scratch_dir("candidates") + "/study.journal";
+  auto space_with = [](std::vector<std::string> policies) {
+    SearchSpace space;
+    space.add(Knob{"store.policy", "tune.space_policy", KnobType::categorical, 0, 0, false, std::move(policies)});
+    return space;
+  };
+  {
+    Tuner first(optuna_options(study, 1), space_with({"lru", "lfu"}));
+    auto trial = first.ask();
+    first.tell(*trial, TrialOutcome::completed(1));
+  }
+  Error error = expect_error([&] { Tuner second(optuna_options(study, 1), space_with({"lru", "lfu", "lookahead"})); });
+  EXPECT_TRUE(contains(error.what_failed(), "searched store.policy as")) << error.what();
+  EXPECT_TRUE(contains(error.how_to_fix(), "start a new tune.study")) << error.what();
+}
+
 TEST(TuneOptunaPlugin, AStudyKeepsItsDirection) {
   const std::string study = test::scratch_dir("direction") + "/study.journal";
   {
