@@ -72,13 +72,22 @@ hid_t memory_type(Element element) {
   return H5T_NATIVE_FLOAT;
 }
 
+// How a column is read, which decides what HDF5's chunk cache is good for.
+enum class Reads {
+  kWholeChunks,  // per-row columns: blocks are chunks, each read once; a cache would only add a copy
+  kAcrossChunks  // multi-hot keys: blocks straddle chunks; cache them so each is inflated once
+};
+
 // Opens dataset `name` of `parent` and checks its element type and dimensions
 // (-1 in `expected_dims` accepts any extent).
 Column open_column(const std::string& path, hid_t parent, const std::string& name, Element element,
-                   const std::vector<int64_t>& expected_dims) {
+                   const std::vector<int64_t>& expected_dims, Reads reads = Reads::kWholeChunks) {
   const std::string what = "HDF5 dataset " + in_quotes(path) + ": '" + name + "'";
   Column column;
-  column.dataset = hdf5_open_dataset(parent, name, "HDF5 dataset " + in_quotes(path), kRewriteFix);
+  Hdf5Handle access(hdf5_check(H5Pcreate(H5P_DATASET_ACCESS), what, kRewriteFix), H5Pclose);
+  const size_t cache_bytes = reads == Reads::kWholeChunks ? 0 : size_t(16) << 20;
+  H5Pset_chunk_cache(access.get(), H5D_CHUNK_CACHE_NSLOTS_DEFAULT, cache_bytes, H5D_CHUNK_CACHE_W0_DEFAULT);
+  column.dataset = hdf5_open_dataset(parent, name, "HDF5 dataset " + in_quotes(path), kRewriteFix, access.get());
   Hdf5Handle type(hdf5_check(H5Dget_type(column.dataset.get()), what + " has no datatype", kRewriteFix),
                   H5Tclose);
   const H5T_class_t type_class = H5Tget_class(type.get());
@@ -259,7 +268,7 @@ OpenDataset open_dataset(const std::string& path) {
       table.keys = open_column(path, group.get(), format::kKeys, Element::kUint64, {n});
       continue;
     }
-    table.keys = open_column(path, group.get(), format::kKeys, Element::kUint64, {-1});
+    table.keys = open_column(path, group.get(), format::kKeys, Element::kUint64, {-1}, Reads::kAcrossChunks);
     table.offsets = open_column(path, group.get(), format::kOffsets, Element::kInt64, {n + 1});
     // The ends of the offsets bound every key range; blocks check the rest as they read them.
     int64_t first = -1, last = -1;
@@ -435,9 +444,12 @@ class Hdf5SampleReader final : public SampleReader {
       SparseBags& bags = batch.tables[t];
       const std::vector<uint64_t>& keys = table_keys_[t];
       const int64_t base = int64_t(bags.keys.size());
+      const size_t first_offset = bags.offsets.size();
+      bags.offsets.resize(first_offset + size_t(n));
+      int32_t* offsets_out = bags.offsets.data() + first_offset;  // (n) ends of the new bags
       if (!ds_.tables[t].multi_hot) {
         bags.keys.insert(bags.keys.end(), keys.begin() + at, keys.begin() + at + n);
-        for (int64_t r = 1; r <= n; ++r) bags.offsets.push_back(int32_t(base + r));
+        for (int64_t r = 0; r < n; ++r) offsets_out[r] = int32_t(base + r + 1);
         continue;
       }
       const std::vector<int64_t>& offsets = table_offsets_[t];
@@ -449,8 +461,8 @@ class Hdf5SampleReader final : public SampleReader {
                     "use a smaller train.batch_size");
       }
       bags.keys.insert(bags.keys.end(), keys.begin() + key_begin, keys.begin() + key_end);
-      for (int64_t r = 1; r <= n; ++r) {
-        bags.offsets.push_back(int32_t(base + offsets[size_t(at + r)] - offsets[size_t(at)]));
+      for (int64_t r = 0; r < n; ++r) {
+        offsets_out[r] = int32_t(base + offsets[size_t(at + r + 1)] - offsets[size_t(at)]);
       }
     }
     batch.size += int32_t(n);

@@ -65,9 +65,9 @@ Hdf5Handle hdf5_open_group(hid_t parent, const std::string& name, const std::str
 }
 
 Hdf5Handle hdf5_open_dataset(hid_t parent, const std::string& name, const std::string& what,
-                             const std::string& fix) {
+                             const std::string& fix, hid_t access) {
   if (!hdf5_has_link(parent, name)) throw Error(what + ": dataset '" + name + "' is missing", fix);
-  return Hdf5Handle(hdf5_check(H5Dopen2(parent, name.c_str(), H5P_DEFAULT),
+  return Hdf5Handle(hdf5_check(H5Dopen2(parent, name.c_str(), access),
                                what + ": '" + name + "' is not a readable dataset", fix),
                     H5Dclose);
 }

@@ -74,7 +74,7 @@ void hdf5_check_status(herr_t status, const std::string& what, const std::string
 Hdf5Handle hdf5_open_group(hid_t parent, const std::string& name, const std::string& what,
                            const std::string& fix);
 Hdf5Handle hdf5_open_dataset(hid_t parent, const std::string& name, const std::string& what,
-                             const std::string& fix);
+                             const std::string& fix, hid_t access = H5P_DEFAULT);
 bool hdf5_has_link(hid_t parent, const std::string& name);
 
 // Attributes: integers as int64 (any integer type on disk), strings fixed-length ASCII.
