@@ -176,7 +176,9 @@ Settings parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw strata::Error(flag + " needs a value", "see the usage at the top of bench_read_speed.cpp");
+      if (i + 1 >= argc) {
+        throw strata::Error(flag + " needs a value", "see the usage at the top of bench_read_speed.cpp");
+      }
       return argv[++i];
     };
     if (flag == "--lines") s.lines = std::stoll(value());
@@ -190,7 +192,8 @@ Settings parse(int argc, char** argv) {
     else if (flag == "--keep") s.keep = true;
     else if (flag == "--checksum") s.checksum = true;
     else throw strata::Error("unknown option " + flag,
-                             "use --lines --input --dir --batch --repeats --chunk-rows --deflate --deflate-below --checksum --keep");
+                             "use --lines --input --dir --batch --repeats --chunk-rows --deflate --deflate-below "
+                             "--checksum --keep");
   }
   return s;
 }

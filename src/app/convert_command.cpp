@@ -149,7 +149,8 @@ void check_paths(const ConvertArgs& args) {
       throw Error("strata convert: --to '" + args.to + "' is a directory", "name the .h5 file to write");
     }
     if (!args.force) {
-      throw Error("strata convert: '" + args.to + "' already exists", "add --force to replace it, or choose another --to");
+      throw Error("strata convert: '" + args.to + "' already exists",
+                  "add --force to replace it, or choose another --to");
     }
   }
 }

@@ -75,7 +75,8 @@ hid_t memory_type(Element element) {
 // How a column is read, which decides what HDF5's chunk cache is good for.
 enum class Reads {
   kWholeChunks,  // per-row columns: blocks are chunks, each read once; a cache would only add a copy
-  kAcrossChunks  // multi-hot keys: blocks straddle chunks; cache them so each is inflated once
+  kAcrossChunks  // multi-hot keys and offsets (N + 1: a block's last offset opens the next chunk):
+                 // blocks straddle chunks; cache them so that each is inflated once
 };
 
 // Opens dataset `name` of `parent` and checks its element type and dimensions
@@ -269,7 +270,8 @@ OpenDataset open_dataset(const std::string& path) {
       continue;
     }
     table.keys = open_column(path, group.get(), format::kKeys, Element::kUint64, {-1}, Reads::kAcrossChunks);
-    table.offsets = open_column(path, group.get(), format::kOffsets, Element::kInt64, {n + 1});
+    table.offsets =
+        open_column(path, group.get(), format::kOffsets, Element::kInt64, {n + 1}, Reads::kAcrossChunks);
     // The ends of the offsets bound every key range; blocks check the rest as they read them.
     int64_t first = -1, last = -1;
     read_rows(path, (name + "/offsets").c_str(), table.offsets, Element::kInt64, 0, 1, 1, &first);
@@ -314,7 +316,7 @@ void check_against_deck(const DataOptions& options, const OpenDataset& ds) {
                   "use the deck the file was converted with, or convert the text file again with this deck");
     }
   }
-  if (!options.train.empty() && options.train != ds.path) {
+  if (options.source == "hdf5" && !options.train.empty() && options.train != ds.path) {
     std::error_code ec;
     if (std::filesystem::equivalent(options.train, ds.path, ec)) return;
     const Hdf5DatasetShape train = read_hdf5_shape(options.train);

@@ -44,9 +44,10 @@ struct Hdf5ReaderTuning {
 };
 
 // Opens shard `shard` of `num_shards` of the dataset at `path`. Besides
-// read_hdf5_shape's checks, the file must agree with the deck: with a data.train
-// other than `path` (an eval file) both files must have the same shape, and a
-// file converted from csv must match data.csv_columns when the deck sets it.
+// read_hdf5_shape's checks, the file must agree with the deck: with data.source =
+// hdf5 and a data.train other than `path` (an eval file) both files must have the
+// same shape, and a file converted from csv must match data.csv_columns when the
+// deck sets it.
 // ParseStats count rows (lines = samples, malformed = 0: conversion dropped them).
 std::unique_ptr<SampleReader> open_hdf5_reader(const DataOptions& options, const std::string& path,
                                                int shard, int num_shards);

@@ -132,7 +132,8 @@ class ChunkedColumn {
                         what, fix);
       Hdf5Handle memory_space(hdf5_check(H5Screate_simple(layout_.rank, count, nullptr), what, fix), H5Sclose);
       hdf5_check_status(
-          H5Dwrite(dataset_.get(), layout_.memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT, pending_.data()),
+          H5Dwrite(dataset_.get(), layout_.memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT,
+                   pending_.data()),
           what, fix);
       pending_.erase(pending_.begin(), pending_.begin() + ptrdiff_t(size_t(rows) * row_bytes_));
     }

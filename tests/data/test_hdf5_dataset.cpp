@@ -424,8 +424,8 @@ TEST_F(Hdf5DatasetTest, ShapeThatDiffersFromTheDeckIsAnError) {
   EXPECT_NO_THROW(open_hdf5_reader(options, csv_h5, 0, 1));
   options.csv_columns = "label,dense:2,cat:3";
   expect_error([&] { open_hdf5_reader(options, csv_h5, 0, 1); },
-               {"train_csv.h5", "data.csv_columns = 'label,dense:2,cat:3'", "2 dense features and 3 tables (0 multi-hot)",
-                "(2 multi-hot)"});
+               {"train_csv.h5", "data.csv_columns = 'label,dense:2,cat:3'",
+                "2 dense features and 3 tables (0 multi-hot)", "(2 multi-hot)"});
 
   // A held-out file whose shape differs from data.train's.
   DataOptions hdf5;
