@@ -75,11 +75,15 @@ class ChunkedColumn {
   }
 
   void finish() {
+    // A column shorter than one chunk gets a chunk of its own length: HDF5 stores
+    // a partly filled chunk whole, which would make small files mostly padding.
+    if (!dataset_.valid() && pending_rows_ < chunk_rows_) chunk_rows_ = std::max<int64_t>(1, pending_rows_);
     if (pending_rows_ > 0) write(pending_rows_);
     if (!dataset_.valid()) create();  // a column that never got a row
   }
 
   int64_t rows() const { return written_ + pending_rows_; }
+  int64_t chunk_rows() const { return chunk_rows_; }
 
  private:
   void flush_full_chunks() {
@@ -211,7 +215,6 @@ class Hdf5DatasetWriter::Impl {
     hdf5_write_string_attribute(root, format::kSourceAttr, header.source);
     hdf5_write_int_attribute(root, format::kNumDenseAttr, header.num_dense);
     hdf5_write_int_attribute(root, format::kNumTablesAttr, num_tables);
-    hdf5_write_int_attribute(root, format::kChunkRowsAttr, chunk_rows_);
     if (header.source == "csv") {
       hdf5_write_string_attribute(root, format::kCsvColumnsAttr, header.csv_columns);
       hdf5_write_string_attribute(root, format::kCsvDelimiterAttr, header.csv_delimiter);
@@ -303,6 +306,7 @@ class Hdf5DatasetWriter::Impl {
     }
     const hid_t root = file_.get();
     hdf5_write_int_attribute(root, format::kNumRowsAttr, labels_->rows());
+    hdf5_write_int_attribute(root, format::kChunkRowsAttr, labels_->chunk_rows());
     hdf5_write_int_attribute(root, format::kInputLinesAttr, input_lines);
     hdf5_write_int_attribute(root, format::kMalformedLinesAttr, malformed_lines);
     labels_.reset();

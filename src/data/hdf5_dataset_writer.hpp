@@ -45,7 +45,8 @@ class Hdf5DatasetWriter {
   void finish(int64_t input_lines, int64_t malformed_lines);
 
   int64_t rows() const;
-  int64_t chunk_rows() const;  // as written (options.chunk_rows, capped to keep chunks small)
+  int64_t chunk_rows() const;  // options.chunk_rows, capped to keep chunks small (a file shorter
+                               // than one chunk gets chunks of its length)
 
  private:
   class Impl;

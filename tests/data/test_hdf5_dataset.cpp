@@ -340,6 +340,9 @@ TEST_F(Hdf5DatasetTest, ConvertRejectsBadArgumentsAndLeavesNoFile) {
                {"already exists"});
   convert({"--from", "criteo", "--to", out, "--input", tsv, "--force"});
   EXPECT_EQ(read_hdf5_shape(out).num_rows, 20);
+  // Shorter than one chunk (65536 rows): chunks of 20 rows, not 20 rows padded to 65536.
+  EXPECT_EQ(read_hdf5_shape(out).chunk_rows, 20);
+  EXPECT_LT(fs::file_size(out), 256u * 1024u);  // HDF5 metadata, not 26 x 512 KiB of key chunks
 }
 
 TEST_F(Hdf5DatasetTest, MissingForeignAndTruncatedFilesAreClearErrors) {
