@@ -6,6 +6,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -194,8 +195,8 @@ Conversion convert(const DataOptions& options, const ConvertArgs& args, const st
   const data::Hdf5DatasetHeader header = make_header(options, args.input);
   data::Hdf5DatasetWriter writer(temporary, header, args.writer);
   data::Batch batch;
-  // One chunk per read: the writer then never buffers more than a chunk.
-  const int32_t rows_per_read = int32_t(writer.chunk_rows());
+  // At most a chunk per read: the writer then never buffers more than a chunk and a read.
+  const auto rows_per_read = int32_t(std::min<int64_t>(writer.chunk_rows(), 65536));
   while (true) {
     batch.reset(header.num_dense, int32_t(header.multi_hot.size()));
     if (reader->read(rows_per_read, batch) == 0) break;

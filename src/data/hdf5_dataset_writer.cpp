@@ -1,6 +1,7 @@
-// Hdf5DatasetWriter: every column is an extendible, chunked, compressed dataset
-// written in whole chunks (rows are buffered until a chunk is complete), so each
-// chunk is compressed exactly once and readers find chunk-aligned blocks.
+// Hdf5DatasetWriter: every column is an extendible, chunked dataset written in
+// whole chunks (rows are buffered until a chunk is complete), so each chunk is
+// compressed at most once and readers find chunk-aligned blocks; deflate is used
+// where the first chunk shows it pays.
 #include "data/hdf5_dataset_writer.hpp"
 
 #include <zlib.h>  // linked with HDF5 (its deflate filter): to try deflate on a first chunk

@@ -143,37 +143,42 @@ std::string hdf5_read_string_attribute(hid_t object, const std::string& name, co
   return value;
 }
 
+namespace {
+constexpr const char* kWriteFix = "check the free space and permissions of the output's file system";
+}  // namespace
+
 void hdf5_write_int_attribute(hid_t object, const std::string& name, int64_t value) {
   const std::string what = "cannot write attribute '" + name + "'";
-  Hdf5Handle space(hdf5_check(H5Screate(H5S_SCALAR), what, ""), H5Sclose);
+  Hdf5Handle space(hdf5_check(H5Screate(H5S_SCALAR), what, kWriteFix), H5Sclose);
   if (hdf5_has_attribute(object, name)) H5Adelete(object, name.c_str());
   Hdf5Handle attribute(hdf5_check(H5Acreate2(object, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT,
                                              H5P_DEFAULT),
-                                  what, "check the free space of the output's file system"),
+                                  what, kWriteFix),
                        H5Aclose);
-  hdf5_check_status(H5Awrite(attribute.get(), H5T_NATIVE_INT64, &value), what, "");
+  hdf5_check_status(H5Awrite(attribute.get(), H5T_NATIVE_INT64, &value), what, kWriteFix);
 }
 
 void hdf5_write_string_attribute(hid_t object, const std::string& name, const std::string& value) {
   const std::string what = "cannot write attribute '" + name + "'";
-  Hdf5Handle space(hdf5_check(H5Screate(H5S_SCALAR), what, ""), H5Sclose);
-  Hdf5Handle type(hdf5_check(H5Tcopy(H5T_C_S1), what, ""), H5Tclose);
+  Hdf5Handle space(hdf5_check(H5Screate(H5S_SCALAR), what, kWriteFix), H5Sclose);
+  Hdf5Handle type(hdf5_check(H5Tcopy(H5T_C_S1), what, kWriteFix), H5Tclose);
   H5Tset_size(type.get(), std::max<size_t>(1, value.size()));
   H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
   if (hdf5_has_attribute(object, name)) H5Adelete(object, name.c_str());
   Hdf5Handle attribute(
       hdf5_check(H5Acreate2(object, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), what,
-                 "check the free space of the output's file system"),
+                 kWriteFix),
       H5Aclose);
   std::string padded = value;
   padded.resize(std::max<size_t>(1, value.size()), '\0');
-  hdf5_check_status(H5Awrite(attribute.get(), type.get(), padded.data()), what, "");
+  hdf5_check_status(H5Awrite(attribute.get(), type.get(), padded.data()), what, kWriteFix);
 }
 
 std::vector<hsize_t> hdf5_dims(hid_t dataset, const std::string& what) {
-  Hdf5Handle space(hdf5_check(H5Dget_space(dataset), what + ": no dataspace", ""), H5Sclose);
+  const char* fix = "the file is damaged; convert the text file again";
+  Hdf5Handle space(hdf5_check(H5Dget_space(dataset), what + ": no dataspace", fix), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space.get());
-  if (rank < 0 || rank > 32) throw Error(what + ": unreadable dataspace", "");
+  if (rank < 0 || rank > 32) throw Error(what + ": unreadable dataspace", fix);
   std::vector<hsize_t> dims(size_t(rank), 0);
   if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
   return dims;
