@@ -33,3 +33,9 @@ echo
 
 echo
 grep '^ratio strata/pytorch' "$OUT/dlrm.txt"
+
+# Scheme B (the tiered store): L3 bytes, hit rates against Belady, link-model
+# throughput, row gather/scatter against memcpy.
+echo
+cmake --build "$BUILD_DIR" -j "$(nproc)" --target bench_cache_simulator bench_gather_scatter
+/usr/bin/python3 bench/tiered/bench_tiered.py --build "$BUILD_DIR" | tee "$OUT/tiered.txt"

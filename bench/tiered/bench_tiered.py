@@ -6,6 +6,10 @@ tiered mode on the same Zipf 1.05 synthetic work and prints, ratios last:
   2. look-ahead hit rate vs Belady MIN at 1 %, 5 %, 10 % capacity (bench_cache_simulator).
   3. samples/s with L1 = 2 % of the rows vs every row in L1, link model on.
   4. samples/s tiered vs ps with the link model at 100 Gb/s network, PCIe Gen5 host-to-device.
+  5. random row gather + scatter-add against memcpy (bench_gather_scatter).
+
+The workload is the default deck (26 tables x 100000 rows, Zipf 1.05, 2 trainers x
+batch 256); "the rows" are the distinct rows the ps run ends with.
 
 usage: bench_tiered.py [--build DIR] [--steps N]
 """
@@ -48,7 +52,7 @@ def megabytes(rows, row_bytes):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default=os.path.join(ROOT, os.environ.get("STRATA_BUILD_DIR", "build")))
-    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--steps", type=int, default=1500)
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="strata-bench-tiered-")
     row_bytes = (16 + 16) * 4  # dim 16 + Adagrad state, float32
@@ -58,14 +62,23 @@ def main():
     rows = ps["sparse_rows"]
     print(f"workload: default deck, {args.steps} steps x global batch 512, {rows} distinct rows")
     # 1. 5 % of the rows in L1 + L2: 1 % per trainer L1, 3 % in the producer's L2.
-    tiered = run(args.build, os.path.join(work, "tiered5"), "--store.mode=tiered",
-                 "--store.l1_mb=" + megabytes(0.01 * rows, row_bytes),
-                 "--store.l2_mb=" + megabytes(0.03 * rows, row_bytes), steps=args.steps)
+    budgets = ["--store.l1_mb=" + megabytes(0.01 * rows, row_bytes), "--store.l2_mb=" + megabytes(0.03 * rows, row_bytes)]
+    tiered = run(args.build, os.path.join(work, "tiered5"), "--store.mode=tiered", *budgets, steps=args.steps)
     assert tiered["params_digest"] == ps["params_digest"], "tiered and ps digests differ"
     ps_b, t_b = l3_bytes_per_sample(ps), l3_bytes_per_sample(tiered)
     print(f"1. L3 bytes/sample: ps {ps_b:.1f}, tiered (L1+L2 = 5 %) {t_b:.1f}; "
           f"L1 hit {tiered['levels']['l1']['hit_rate']:.3f}, L2 hit {tiered['levels']['l2']['hit_rate']:.3f}")
     ratios.append(("L3 bytes/sample tiered/ps (target <= 0.05)", t_b / ps_b))
+    # The same with frequency admission (keys seen once share a default row) on both sides.
+    ps_a = run(args.build, os.path.join(work, "ps_admit"), "--store.mode=ps", "--store.min_count=2", steps=args.steps)
+    t_a = run(args.build, os.path.join(work, "tiered5_admit"), "--store.mode=tiered", "--store.min_count=2", *budgets,
+              steps=args.steps)
+    assert t_a["params_digest"] == ps_a["params_digest"], "tiered and ps digests differ with admission"
+    psa_b, ta_b = l3_bytes_per_sample(ps_a), l3_bytes_per_sample(t_a)
+    print(f"   with store.min_count=2: ps {psa_b:.1f}, tiered {ta_b:.1f} bytes/sample; rows stored "
+          f"{ps_a['sparse_rows']} (of {rows} without admission); L1 hit {t_a['levels']['l1']['hit_rate']:.3f}, "
+          f"L2 hit {t_a['levels']['l2']['hit_rate']:.3f}")
+    ratios.append(("L3 bytes/sample tiered/ps with min_count=2 (target <= 0.05)", ta_b / psa_b))
 
     # 2. trace and simulator.
     trace = os.path.join(work, "run.trace")
@@ -99,6 +112,17 @@ def main():
     print(f"4. samples/s with link model ({ps_links['link_model']}): ps {ps_links['samples_per_s']:.0f}, "
           f"tiered (L1 = 2 %) {small['samples_per_s']:.0f}")
     ratios.append(("samples/s tiered/ps with link model", small["samples_per_s"] / ps_links["samples_per_s"]))
+
+    # 5. gather + scatter of random rows against memcpy.
+    gs = subprocess.run([os.path.join(args.build, "bin", "bench_gather_scatter")], check=True, capture_output=True,
+                        text=True).stdout
+    print("5. gather + scatter-add of random rows (1 GiB table):")
+    for line in gs.splitlines():
+        if line.startswith("ratio"):
+            name, value = line.rsplit(":", 1)
+            ratios.append((name.replace("ratio ", ""), float(value)))
+        else:
+            print("   " + line)
 
     for name, value in ratios:
         print(f"ratio {name}: {value:.4f}")

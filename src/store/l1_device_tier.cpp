@@ -34,7 +34,9 @@ void L1DeviceTier::apply(const StagingMessage& staging, RowBlock& write_back) {
                 std::to_string(cache_.width()));
   }
   for (size_t i = 0; i < staging.insert.size(); ++i) {
-    cache_.insert(staging.insert.ids[i], staging.insert.row(i), /*dirty=*/false);
+    // A row that left L2 dirty is newer than the servers' copy: L1 must write it
+    // back even if no step touches it (e.g. a plan applied while draining).
+    cache_.insert(staging.insert.ids[i], staging.insert.row(i), staging.insert_dirty[i] != 0);
   }
 }
 

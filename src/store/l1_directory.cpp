@@ -47,7 +47,13 @@ const std::vector<int32_t>& L1Directory::entries_of(int64_t round) const {
   return rounds_[at].second;
 }
 
-void L1Directory::add_round(int64_t round, std::vector<RowId> rows) {
+int64_t L1Directory::next_use(const RowId& id) const {
+  const int32_t* index = index_.find(id);
+  if (!index || rounds_.empty()) return INT64_MAX;
+  return next_use_after(entries_[*index], rounds_.front().first - 1);
+}
+
+void L1Directory::add_round(int64_t round, std::vector<RowId> rows, std::vector<RowId>* absent) {
   if (!rounds_.empty() && round != rounds_.back().first + 1) {
     throw Error("L1Directory: round " + std::to_string(round) + " added out of order (bug)");
   }
@@ -62,6 +68,7 @@ void L1Directory::add_round(int64_t round, std::vector<RowId> rows) {
   for (size_t i = 0; i < rows.size(); ++i) {
     indices[i] = entry_index(rows[i]);
     Entry& e = entries_[indices[i]];
+    if (absent && e.slot < 0) absent->push_back(rows[i]);
     const bool had_no_future = e.future == 0;
     e.future |= bit;
     if (e.slot >= 0 && e.pins == 0 && had_no_future) {

@@ -34,8 +34,11 @@ class L1Directory {
   L1Directory(int owner, int64_t capacity_rows, int row_bytes, const EvictionPolicy& policy);
 
   // Round r's rows owned by this trainer (unique) enter the look-ahead horizon.
-  // Rounds are added in order, one after the other.
-  void add_round(int64_t round, std::vector<RowId> rows);
+  // Rounds are added in order, one after the other. Rows not in L1 now are
+  // appended to *absent when given (their level below may want to know).
+  void add_round(int64_t round, std::vector<RowId> rows, std::vector<RowId>* absent = nullptr);
+  // The next known round that needs `id` (after the rounds already planned), INT64_MAX if none.
+  int64_t next_use(const RowId& id) const;
   // Plans round `round` (the oldest added, not yet planned) with the window
   // [round, round + depth] pinned. Throws strata::Error when the pinned rows do
   // not fit (names the minimum budget in rows).

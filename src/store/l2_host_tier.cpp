@@ -15,14 +15,16 @@ namespace strata::store {
 
 L2HostTier::L2HostTier(int64_t capacity_rows, int width, const EvictionPolicy& policy, MPI_Comm world,
                        std::vector<int> server_ranks, std::function<void()> service,
-                       std::function<void(const RowId&, float*)> new_row)
+                       std::function<void(const RowId&, float*)> new_row,
+                       std::function<int64_t(const RowId&)> next_use)
     : width_(width),
       policy_(policy),
       world_(world),
       server_ranks_(std::move(server_ranks)),
       service_(std::move(service)),
       queue_(policy),
-      new_row_(std::move(new_row)) {
+      new_row_(std::move(new_row)),
+      next_use_(std::move(next_use)) {
   if (capacity_rows > 0) {
     try {
       cache_ = std::make_unique<RowCache>(capacity_rows, width);
@@ -46,7 +48,22 @@ void L2HostTier::set_refusing(bool refusing) {
 void L2HostTier::touch(int64_t slot, int64_t round) {
   if (static_cast<size_t>(slot) >= usage_.size()) usage_.resize(slot + 1);
   policy_.record_access(usage_[slot], round);
+  usage_[slot].next_use = next_use_(cache_->id(slot));
   queue_.update(slot, usage_[slot]);
+}
+
+void L2HostTier::note_future_use(const RowId& id, int64_t round) {
+  if (!cache_) return;
+  const int64_t slot = cache_->find(id);
+  if (slot < 0 || usage_[slot].next_use <= round) return;
+  usage_[slot].next_use = round;
+  queue_.update(slot, usage_[slot]);
+}
+
+void L2HostTier::remove(int64_t slot) {
+  queue_.erase(slot);
+  cache_->erase(slot);
+  usage_[slot] = RowUsage{};
 }
 
 void L2HostTier::make_room(RowBlock& spill) {
@@ -56,23 +73,21 @@ void L2HostTier::make_room(RowBlock& spill) {
       spill.append(cache_->id(victim), cache_->row(victim));
       counters_.write_backs_to_l3 += 1;
     }
-    queue_.erase(victim);
-    cache_->erase(victim);
-    usage_[victim] = RowUsage{};
+    remove(victim);
     counters_.evictions += 1;
   }
 }
 
-void L2HostTier::read(const std::vector<RowId>& ids, int64_t round, RowBlock& out) {
+void L2HostTier::read(const std::vector<RowId>& ids, int64_t /*round*/, RowBlock& out, std::vector<uint8_t>& dirty) {
   out.width = width_;
+  const size_t first = out.size();
+  dirty.resize(first + ids.size(), 0);
   if (!cache_) {
     counters_.fallback_rows += ids.size();
     counters_.misses += ids.size();
     fetch_from_servers(ids, out);
     return;
   }
-  // Hits are copied out before any insertion can evict them.
-  const size_t first = out.size();
   out.ids.resize(first + ids.size());
   out.values.resize((first + ids.size()) * width_);
   std::vector<RowId> missing;
@@ -86,7 +101,8 @@ void L2HostTier::read(const std::vector<RowId>& ids, int64_t round, RowBlock& ou
     }
     out.ids[first + i] = ids[i];
     std::copy(cache_->row(slot), cache_->row(slot) + width_, out.values.data() + (first + i) * width_);
-    touch(slot, round);
+    dirty[first + i] = cache_->dirty(slot) ? 1 : 0;
+    remove(slot);  // promoted: L1 holds it now
   }
   counters_.misses += missing.size();
   counters_.hits += ids.size() - missing.size();
@@ -94,19 +110,10 @@ void L2HostTier::read(const std::vector<RowId>& ids, int64_t round, RowBlock& ou
   RowBlock fetched;
   fetched.width = width_;
   fetch_from_servers(missing, fetched);
-  RowBlock spill;  // dirty victims, written down in one message per server
-  spill.width = width_;
   for (size_t i = 0; i < fetched.size(); ++i) {
     out.ids[missing_at[i]] = fetched.ids[i];
     std::copy(fetched.row(i), fetched.row(i) + width_, out.values.data() + missing_at[i] * width_);
-    if (refusing_) {
-      counters_.fallback_rows += 1;
-      continue;
-    }
-    make_room(spill);
-    touch(cache_->insert(fetched.ids[i], fetched.row(i), /*dirty=*/false), round);
   }
-  if (spill.size()) write_to_servers(spill, /*wait=*/false);
 }
 
 void L2HostTier::write_back(const RowBlock& rows, int64_t round) {

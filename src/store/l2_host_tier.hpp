@@ -1,6 +1,8 @@
 // L2HostTier: a producer's host-DRAM cache (store.l2_mb) of the rows owned by
-// the trainers it feeds. It supplies the rows staged into their L1s, takes the
-// dirty rows they evict, and reads from / writes back to the servers (L3).
+// the trainers it feeds. It is exclusive of L1 (a victim cache): it takes the
+// dirty rows the L1s evict, and a row staged into an L1 leaves L2, so the two
+// budgets add up instead of holding the hot rows twice. Rows missing from both
+// come from the servers (L3) straight into L1; dirty L2 victims go back to L3.
 // When it can hold nothing (no budget, or the allocation failed) it falls back
 // to Scheme A: rows pass straight between the servers and L1, counted as such.
 #pragma once
@@ -32,12 +34,17 @@ class L2HostTier {
   // `new_row` writes the initial full row of an id. Every row this tier's trainers
   // own passes through this tier, so when the servers started empty it knows which
   // rows they hold; a row they do not hold is made here instead of fetched.
+  // `next_use` tells the look-ahead policy the next round a row is known to be
+  // needed in (INT64_MAX if none).
   L2HostTier(int64_t capacity_rows, int width, const EvictionPolicy& policy, MPI_Comm world,
              std::vector<int> server_ranks, std::function<void()> service,
-             std::function<void(const RowId&, float*)> new_row);
+             std::function<void(const RowId&, float*)> new_row, std::function<int64_t(const RowId&)> next_use);
+  // A round that needs `id` entered the look-ahead horizon (no-op if the row is not here).
+  void note_future_use(const RowId& id, int64_t round);
 
-  // Full rows (values + state) of `ids`, in order, appended to out.
-  void read(const std::vector<RowId>& ids, int64_t round, RowBlock& out);
+  // Full rows (values + state) of `ids`, in order, appended to out, with one
+  // dirty flag each (1: newer than the servers' copy). Rows found here leave L2.
+  void read(const std::vector<RowId>& ids, int64_t round, RowBlock& out, std::vector<uint8_t>& dirty);
   // Dirty rows coming back from an L1: they are newer than anything below.
   void write_back(const RowBlock& rows, int64_t round);
   // Writes every dirty row to the servers and waits until they have them.
@@ -59,6 +66,7 @@ class L2HostTier {
   void write_to_servers(const RowBlock& rows, bool wait);
   void complete_sends(bool all);
   void touch(int64_t slot, int64_t round);
+  void remove(int64_t slot);  // drops a row without writing it anywhere
 
   int width_;
   const EvictionPolicy& policy_;
@@ -76,6 +84,7 @@ class L2HostTier {
   L2Counters counters_;
   bool refusing_ = false;
   std::function<void(const RowId&, float*)> new_row_;
+  std::function<int64_t(const RowId&)> next_use_;
   RowMap<uint8_t> on_servers_;  // rows this tier has written to the servers
 };
 

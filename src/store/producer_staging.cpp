@@ -36,7 +36,9 @@ ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vect
       evicted_(owners_.size()),
       flushed_(owners_.size(), false),
       started_(owners_.size(), -1),
-      fallback_late_rounds_(options.store.fallback_late_rounds) {
+      fallback_late_rounds_(options.store.fallback_late_rounds),
+      trainers_(options.layout.trainers),
+      producers_(options.layout.producers) {
   if (!options.output.trace.empty()) {
     // One file per producer (it plans only its own trainers' L1s); the first is the plain path.
     trace_ = std::make_unique<io::AccessTraceWriter>(owners_.size() && owners_[0] == 0
@@ -46,7 +48,8 @@ ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vect
   for (int owner : owners_) directories_.emplace_back(owner, l1_rows_, width * int(sizeof(float)), *policy_);
   l2_ = std::make_unique<L2HostTier>(rows_for_budget(options.store.l2_mb, width), width, *policy_, world,
                                      std::move(server_ranks), [this] { poll(); },
-                                     [this](const RowId& id, float* row) { new_row(id, row); });
+                                     [this](const RowId& id, float* row) { new_row(id, row); },
+                                     [this](const RowId& id) { return directory_of(id).next_use(id); });
 }
 
 void ProducerStaging::new_row(const RowId& id, float* row) const {
@@ -57,7 +60,9 @@ void ProducerStaging::new_row(const RowId& id, float* row) const {
 void ProducerStaging::add_round(int64_t round, const std::vector<std::vector<RowId>>& rows_per_owner) {
   for (size_t i = 0; i < owners_.size(); ++i) {
     if (trace_) trace_->write(round, owners_[i], rows_per_owner[i]);
-    directories_[i].add_round(round, rows_per_owner[i]);
+    absent_.clear();
+    directories_[i].add_round(round, rows_per_owner[i], &absent_);
+    for (const RowId& id : absent_) l2_->note_future_use(id, round);
   }
 }
 
@@ -135,7 +140,7 @@ StagingMessage ProducerStaging::stage(int64_t round, size_t owner_index) {
   message.round = round;
   message.evict = std::move(plan.evict);
   l2_->set_refusing(fault_l2_every_ > 0 && round % fault_l2_every_ == 0);
-  l2_->read(plan.insert, round, message.insert);
+  l2_->read(plan.insert, round, message.insert, message.insert_dirty);
   for (const RowId& id : message.evict) pending_[id] += 1;
   evicted_[owner_index].emplace_back(round, message.evict);
   ++counters_.rounds;

@@ -73,7 +73,11 @@ class ProducerStaging {
     std::vector<char> bytes;
   };
   void apply_arrived();
-  void fill_stats(double* stats) const;  // (kProducerStats) cumulative counters for a staging message
+  void fill_stats(double* stats) const;
+  // The L1 directory of the owner of `id` (one of this producer's trainers).
+  const L1Directory& directory_of(const RowId& id) const {
+    return directories_[owner_of(id.table, id.key, trainers_) / producers_];
+  }  // (kProducerStats) cumulative counters for a staging message
   bool is_pending(const RowId& id) const { return pending_.contains(id); }
 
   // Initial full row (values + optimizer state), as the servers would make it.
@@ -101,6 +105,8 @@ class ProducerStaging {
   std::vector<int64_t> started_;  // per owner: newest round whose plan it applied (from its write-backs)
   int fallback_late_rounds_ = 0;
   int64_t late_run_ = 0;          // consecutive late rounds
+  int trainers_ = 1, producers_ = 1;  // trainer t is fed by producer t % producers, as its (t / producers)-th
+  std::vector<RowId> absent_;     // scratch: a round's rows not in L1
   std::unique_ptr<io::AccessTraceWriter> trace_;  // output.trace (one file per producer)
   StagingCounters counters_;
 };

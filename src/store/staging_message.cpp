@@ -40,6 +40,7 @@ void append_staging(const StagingMessage& message, std::vector<char>& out) {
   writer.put<uint8_t>(message.switch_to_ps ? 1 : 0);
   writer.put(message.stats);
   writer.put_vector(message.evict);
+  writer.put_vector(message.insert_dirty);
   append_row_block(message.insert, out);
 }
 
@@ -51,10 +52,12 @@ StagingMessage read_staging(const char* data, size_t size) {
   const auto stats = reader.get<std::array<double, kProducerStats>>();
   std::copy(stats.begin(), stats.end(), message.stats);
   reader.get_vector(message.evict);
+  reader.get_vector(message.insert_dirty);
   const size_t used = size - reader.remaining();
   size_t consumed = 0;
   message.insert = read_row_block(data + used, size - used, &consumed);
   if (used + consumed != size) throw Error("staging message: trailing bytes");
+  if (message.insert_dirty.size() != message.insert.size()) throw Error("staging message: dirty flags do not match rows");
   return message;
 }
 

@@ -38,6 +38,7 @@ struct StagingMessage {
   bool switch_to_ps = false;
   std::vector<RowId> evict;
   RowBlock insert;
+  std::vector<uint8_t> insert_dirty;  // (insert.size()) 1: newer than the servers' copy (came from L2 dirty)
   double stats[kProducerStats] = {};
 };
 
