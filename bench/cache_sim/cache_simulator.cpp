@@ -7,7 +7,10 @@
 //
 // Each owner's L1 is simulated on its own, with capacity = fraction x that
 // owner's distinct rows. A round's rows are pinned while the round is served
-// (as in strata's L1); one access = one unique row of one round.
+// (as in strata's L1); one access = one unique row of one round. As in strata's
+// producer, a row's access history (store/count_min_sketch.hpp) counts every
+// round that needs it from the moment that round enters the look-ahead window,
+// and seeds the policy's frequency when the row enters the cache.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +22,7 @@
 
 #include "common/error.hpp"
 #include "io/access_trace.hpp"
+#include "store/count_min_sketch.hpp"
 #include "store/eviction_policy.hpp"
 #include "store/row_cache.hpp"
 
@@ -40,8 +44,9 @@ struct Result {
   uint64_t accesses = 0;
 };
 
-// horizon < 0: Belady (the whole future is known).
-Result simulate(const OwnerTrace& trace, const std::string& policy_name, size_t capacity, int horizon) {
+// horizon < 0: Belady (the whole future is known). window: rounds known ahead
+// (prefetch depth + horizon), which is when the access history counts a round.
+Result simulate(const OwnerTrace& trace, const std::string& policy_name, size_t capacity, int horizon, int window) {
   auto policy = strata::store::make_eviction_policy(policy_name == "belady" ? "lookahead" : policy_name);
   const bool knows_future = policy_name == "lookahead" || policy_name == "belady";
   const int64_t rounds = static_cast<int64_t>(trace.rounds.size());
@@ -70,7 +75,14 @@ Result simulate(const OwnerTrace& trace, const std::string& policy_name, size_t 
   std::vector<int64_t> known_next;  // per slot: the row's true next use
   std::vector<int64_t> free_slots;
   Result result;
+  uint64_t sketch_width = 1 << 16;
+  while (sketch_width < capacity && sketch_width < (uint64_t(1) << 22)) sketch_width <<= 1;
+  strata::store::AccessHistory history(sketch_width, std::max<uint64_t>(10 * capacity, 1 << 16));
+  int64_t recorded_through = -1;
   for (int64_t r = 0; r < rounds; ++r) {
+    while (recorded_through < std::min<int64_t>(rounds - 1, r + window)) {
+      for (const RowId& id : trace.rounds[++recorded_through]) history.record(id.table, id.key);
+    }
     // Uses entering the horizon become visible to the look-ahead policy.
     if (horizon >= 0 && knows_future && r + horizon < rounds) {
       for (const RowId& id : trace.rounds[r + horizon]) {
@@ -113,6 +125,7 @@ Result simulate(const OwnerTrace& trace, const std::string& policy_name, size_t 
         }
         slot_of[rows[i]] = slot;
         id_of[slot] = rows[i];
+        policy->admit(usage[slot], history.frequency(rows[i].table, rows[i].key));
       }
       policy->record_access(usage[slot], r);
       known_next[slot] = next_at[r][i];
@@ -179,7 +192,7 @@ int main(int argc, char** argv) {
       for (const auto& [owner, trace] : owners) {
         const size_t capacity = std::max<size_t>(1, size_t(fraction * double(trace.distinct)));
         for (const auto& p : policies) {
-          Result r = simulate(trace, p, capacity, p == "belady" ? -1 : window);
+          Result r = simulate(trace, p, capacity, p == "belady" ? -1 : window, window);
           totals[p].hits += r.hits;
           totals[p].accesses += r.accesses;
         }

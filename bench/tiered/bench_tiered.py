@@ -89,7 +89,7 @@ def main():
                           "--train.eval=false", "--output.dir=" + os.path.join(work, "trace"),
                           "--output.trace=" + trace], check=True, capture_output=True)
     sim = subprocess.run([os.path.join(args.build, "bin", "bench_cache_simulator"), trace, "--depth", "2",
-                          "--horizon", "4"], check=True, capture_output=True, text=True).stdout
+                          "--horizon", "32"], check=True, capture_output=True, text=True).stdout
     print("2. cache simulator (hit rate per policy):")
     for line in sim.splitlines():
         if line.startswith("ratio"):

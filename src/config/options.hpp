@@ -71,7 +71,7 @@ struct StoreOptions {
   double l2_mb = 256;           // per-producer L2 (host) budget, MiB (tiered); 0 = no L2
   std::string policy = "lookahead";  // lru | lfu | lfu_decay | lookahead
   double decay = 0.99;          // per-step decay of lfu_decay's frequencies
-  int horizon = 4;              // rounds of look-ahead beyond the prefetch window (lookahead policy)
+  int horizon = 32;             // rounds planned beyond the prefetch window: the look-ahead policy sees their uses
   int fault_l2_every = 0;       // fault injection: every Nth round L2 refuses rows (0 = off)
   int min_count = 0;            // admission: keys seen fewer times share their table's default row (0/1 = all)
   int64_t admission_counters = 1 << 22;  // counters per row of the admission count-min sketch (4 rows)

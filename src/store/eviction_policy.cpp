@@ -36,6 +36,8 @@ class LfuDecayPolicy : public EvictionPolicy {
     u.accesses += 1;
   }
   Score score(const RowUsage& u) const override { return {u.frequency, double(u.last_use)}; }
+  // Its frequency is a decayed log count of its own; history does not apply.
+  void admit(RowUsage& /*usage*/, double /*history*/) const override {}
 
  private:
   double log_decay_;

@@ -25,6 +25,9 @@ class EvictionPolicy {
   virtual const char* name() const = 0;
   // Updates usage for an access at `step` (frequency, recency).
   virtual void record_access(RowUsage& usage, int64_t step) const;
+  // A row enters the level: start its frequency from its access history
+  // (uses counted across earlier stays), not from zero.
+  virtual void admit(RowUsage& usage, double history) const { usage.frequency = history; }
   // Ordering score: the row with the smallest score is evicted first.
   struct Score {
     double primary = 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/batch.hpp"
+#include "store/count_min_sketch.hpp"
 
 namespace strata::store {
 
@@ -20,7 +21,7 @@ constexpr uint64_t kDefaultRowKey = ~uint64_t(0);
 
 class FrequencyAdmission {
  public:
-  static constexpr int kRows = 4;
+  static constexpr int kRows = CountMinSketch::kRows;
 
   FrequencyAdmission(int min_count, int64_t counters_per_row);
 
@@ -37,16 +38,12 @@ class FrequencyAdmission {
   uint64_t keys_defaulted() const { return defaulted_; }
 
   // Checkpoint state: the raw counters (kRows x counters_per_row) and the tallies.
-  const std::vector<uint32_t>& counters() const { return counters_; }
+  const std::vector<uint32_t>& counters() const { return sketch_.counters(); }
   void restore(std::vector<uint32_t> counters, uint64_t seen, uint64_t defaulted);
 
  private:
-  size_t cell(int row, uint32_t table, uint64_t key) const;
-  uint32_t count_and_estimate(uint32_t table, uint64_t key);
-
   uint32_t min_count_;
-  uint64_t width_;
-  std::vector<uint32_t> counters_;  // (kRows, width_)
+  CountMinSketch sketch_;
   uint64_t seen_ = 0;
   uint64_t defaulted_ = 0;
 };

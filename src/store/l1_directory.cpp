@@ -6,11 +6,13 @@
 
 namespace strata::store {
 
-L1Directory::L1Directory(int owner, int64_t capacity_rows, int row_bytes, const EvictionPolicy& policy)
+L1Directory::L1Directory(int owner, int64_t capacity_rows, int row_bytes, const EvictionPolicy& policy,
+                         const AccessHistory* history)
     : owner_(owner),
       capacity_(capacity_rows),
       row_bytes_(row_bytes),
       policy_(policy),
+      history_(history),
       queue_(policy),
       index_(static_cast<size_t>(std::min<int64_t>(capacity_rows, 4096))) {}
 
@@ -170,6 +172,7 @@ StagingPlan L1Directory::plan(int64_t round, int depth) {
     entry_of_slot_[e.slot] = index;
     ++present_;
     e.usage = RowUsage{};
+    if (history_) policy_.admit(e.usage, history_->frequency(e.id.table, e.id.key));
     policy_.record_access(e.usage, round);
     e.usage.next_use = next_use_after(e, round);
     if (e.pins == 0) queue_.update(e.slot, e.usage);

@@ -13,6 +13,7 @@
 #include <deque>
 #include <vector>
 
+#include "store/count_min_sketch.hpp"
 #include "store/eviction_policy.hpp"
 #include "store/row_map.hpp"
 
@@ -31,7 +32,9 @@ class L1Directory {
   // Rounds that may be known (added, not retired) at once.
   static constexpr int64_t kMaxKnownRounds = 64;
 
-  L1Directory(int owner, int64_t capacity_rows, int row_bytes, const EvictionPolicy& policy);
+  // history (may be null): access counts that outlive a row's stay in L1.
+  L1Directory(int owner, int64_t capacity_rows, int row_bytes, const EvictionPolicy& policy,
+              const AccessHistory* history = nullptr);
 
   // Round r's rows owned by this trainer (unique) enter the look-ahead horizon.
   // Rounds are added in order, one after the other. Rows not in L1 now are
@@ -68,6 +71,7 @@ class L1Directory {
   int64_t capacity_;
   int row_bytes_;
   const EvictionPolicy& policy_;
+  const AccessHistory* history_;
   EvictionQueue queue_;              // evictable present rows, by L1 slot
   RowMap<int32_t> index_;            // row -> entries_ index
   std::vector<Entry> entries_;

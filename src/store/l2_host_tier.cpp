@@ -16,7 +16,7 @@ namespace strata::store {
 L2HostTier::L2HostTier(int64_t capacity_rows, int width, const EvictionPolicy& policy, MPI_Comm world,
                        std::vector<int> server_ranks, std::function<void()> service,
                        std::function<void(const RowId&, float*)> new_row,
-                       std::function<int64_t(const RowId&)> next_use)
+                       std::function<int64_t(const RowId&)> next_use, const AccessHistory* history)
     : width_(width),
       policy_(policy),
       world_(world),
@@ -24,7 +24,8 @@ L2HostTier::L2HostTier(int64_t capacity_rows, int width, const EvictionPolicy& p
       service_(std::move(service)),
       queue_(policy),
       new_row_(std::move(new_row)),
-      next_use_(std::move(next_use)) {
+      next_use_(std::move(next_use)),
+      history_(history) {
   if (capacity_rows > 0) {
     try {
       cache_ = std::make_unique<RowCache>(capacity_rows, width);
@@ -138,6 +139,8 @@ void L2HostTier::write_back(const RowBlock& rows, int64_t round) {
     } else {
       make_room(spill);
       slot = cache_->insert(rows.ids[i], rows.row(i), /*dirty=*/true);
+      if (static_cast<size_t>(slot) >= usage_.size()) usage_.resize(slot + 1);
+      if (history_) policy_.admit(usage_[slot], history_->frequency(rows.ids[i].table, rows.ids[i].key));
     }
     touch(slot, round);
   }

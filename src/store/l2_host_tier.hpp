@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "store/count_min_sketch.hpp"
 #include "store/eviction_policy.hpp"
 #include "store/row_cache.hpp"
 #include "store/row_map.hpp"
@@ -38,7 +39,8 @@ class L2HostTier {
   // needed in (INT64_MAX if none).
   L2HostTier(int64_t capacity_rows, int width, const EvictionPolicy& policy, MPI_Comm world,
              std::vector<int> server_ranks, std::function<void()> service,
-             std::function<void(const RowId&, float*)> new_row, std::function<int64_t(const RowId&)> next_use);
+             std::function<void(const RowId&, float*)> new_row, std::function<int64_t(const RowId&)> next_use,
+             const AccessHistory* history = nullptr);
   // A round that needs `id` entered the look-ahead horizon (no-op if the row is not here).
   void note_future_use(const RowId& id, int64_t round);
 
@@ -85,6 +87,7 @@ class L2HostTier {
   bool refusing_ = false;
   std::function<void(const RowId&, float*)> new_row_;
   std::function<int64_t(const RowId&)> next_use_;
+  const AccessHistory* history_;
   RowMap<uint8_t> on_servers_;  // rows this tier has written to the servers
 };
 

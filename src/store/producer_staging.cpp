@@ -45,11 +45,20 @@ ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vect
                                                          ? options.output.trace
                                                          : options.output.trace + ".owner" + std::to_string(owners_[0]));
   }
-  for (int owner : owners_) directories_.emplace_back(owner, l1_rows_, width * int(sizeof(float)), *policy_);
+  // Access history sized to the cached rows; it ages (halves) every ten
+  // cache-fulls of accesses, so it follows a hot set that moves.
+  const int64_t cached_rows = l1_rows_ * int64_t(owners_.size()) + rows_for_budget(options.store.l2_mb, width);
+  uint64_t sketch_width = 1 << 16;
+  while (sketch_width < uint64_t(cached_rows) && sketch_width < (uint64_t(1) << 22)) sketch_width <<= 1;
+  history_ = std::make_unique<AccessHistory>(sketch_width, std::max<uint64_t>(10 * uint64_t(cached_rows), 1 << 16));
+  for (int owner : owners_) {
+    directories_.emplace_back(owner, l1_rows_, width * int(sizeof(float)), *policy_, history_.get());
+  }
   l2_ = std::make_unique<L2HostTier>(rows_for_budget(options.store.l2_mb, width), width, *policy_, world,
                                      std::move(server_ranks), [this] { poll(); },
                                      [this](const RowId& id, float* row) { new_row(id, row); },
-                                     [this](const RowId& id) { return directory_of(id).next_use(id); });
+                                     [this](const RowId& id) { return directory_of(id).next_use(id); },
+                                     history_.get());
 }
 
 void ProducerStaging::new_row(const RowId& id, float* row) const {
@@ -60,6 +69,7 @@ void ProducerStaging::new_row(const RowId& id, float* row) const {
 void ProducerStaging::add_round(int64_t round, const std::vector<std::vector<RowId>>& rows_per_owner) {
   for (size_t i = 0; i < owners_.size(); ++i) {
     if (trace_) trace_->write(round, owners_[i], rows_per_owner[i]);
+    for (const RowId& id : rows_per_owner[i]) history_->record(id.table, id.key);
     absent_.clear();
     directories_[i].add_round(round, rows_per_owner[i], &absent_);
     for (const RowId& id : absent_) l2_->note_future_use(id, round);

@@ -95,6 +95,7 @@ class ProducerStaging {
   std::vector<int> owner_ranks_;
   MPI_Comm world_;
   std::unique_ptr<EvictionPolicy> policy_;
+  std::unique_ptr<AccessHistory> history_;  // uses per row across rounds, for L1's and L2's policy
   std::vector<L1Directory> directories_;
   std::unique_ptr<L2HostTier> l2_;
   std::deque<Arrived> arrived_;

@@ -1,0 +1,86 @@
+// CountMinSketch: approximate counts of row ids in fixed memory (4 rows of
+// `width` saturating 32-bit counters, conservative update). It never
+// under-counts. halve() ages every count, so a sketch can follow a workload
+// whose hot set moves (TinyLFU's reset). Used by frequency admission
+// (store.min_count) and by the eviction policies' access history.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "common/rng.hpp"
+
+namespace strata::store {
+
+class CountMinSketch {
+ public:
+  static constexpr int kRows = 4;
+
+  explicit CountMinSketch(uint64_t width) : width_(std::max<uint64_t>(width, 1)), counters_(kRows * width_, 0) {}
+
+  // Adds one to (table, key); returns the new estimate.
+  uint32_t increment(uint32_t table, uint64_t key) {
+    size_t cells[kRows];
+    uint32_t current = std::numeric_limits<uint32_t>::max();
+    for (int r = 0; r < kRows; ++r) {
+      cells[r] = cell(r, table, key);
+      current = std::min(current, counters_[cells[r]]);
+    }
+    if (current == std::numeric_limits<uint32_t>::max()) return current;
+    // Conservative update: only the smallest counters grow, which keeps the
+    // over-count of a rare key that shares cells with hot ones low.
+    const uint32_t next = current + 1;
+    for (int r = 0; r < kRows; ++r) counters_[cells[r]] = std::max(counters_[cells[r]], next);
+    return next;
+  }
+
+  uint32_t estimate(uint32_t table, uint64_t key) const {
+    uint32_t best = std::numeric_limits<uint32_t>::max();
+    for (int r = 0; r < kRows; ++r) best = std::min(best, counters_[cell(r, table, key)]);
+    return best;
+  }
+
+  void halve() {
+    for (uint32_t& c : counters_) c >>= 1;
+  }
+
+  uint64_t width() const { return width_; }
+  // Checkpoint state: (kRows, width) counters.
+  const std::vector<uint32_t>& counters() const { return counters_; }
+  std::vector<uint32_t>& counters() { return counters_; }
+
+ private:
+  size_t cell(int row, uint32_t table, uint64_t key) const {
+    const uint64_t h = mix64(key, (uint64_t(table) << 8) | uint64_t(row + 1));
+    return static_cast<size_t>(row) * width_ + static_cast<size_t>(h % width_);
+  }
+
+  uint64_t width_;
+  std::vector<uint32_t> counters_;  // (kRows, width_)
+};
+
+// AccessHistory: how often each row was needed, across its stays in a cache
+// level, so that LFU and the look-ahead policy's tie-break rank a returning
+// row by its whole past, not by its accesses since it last came in. Counts
+// one per round that needs the row; halves every `period` counts.
+class AccessHistory {
+ public:
+  AccessHistory(uint64_t width, uint64_t period) : sketch_(width), period_(std::max<uint64_t>(period, 1)) {}
+  void record(uint32_t table, uint64_t key) {
+    sketch_.increment(table, key);
+    if (++since_halving_ >= period_) {
+      sketch_.halve();
+      since_halving_ = 0;
+    }
+  }
+  double frequency(uint32_t table, uint64_t key) const { return sketch_.estimate(table, key); }
+
+ private:
+  CountMinSketch sketch_;
+  uint64_t period_;
+  uint64_t since_halving_ = 0;
+};
+
+}  // namespace strata::store
