@@ -14,8 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "app/convert_command.hpp"
 #include "common/error.hpp"
 #include "config/deck.hpp"
+#include "data/hdf5_dataset.hpp"
 #include "runtime/role_layout.hpp"
 #include "runtime/train_job.hpp"
 #include "strata/config.hpp"
@@ -35,6 +37,7 @@ const char* kUsage =
     "  train --config DECK [--section.key=value ...]   train a model (run under mpirun)\n"
     "  trace --config DECK --output.trace=FILE [...]   train and write the key-access trace (tiered store)\n"
     "  deck  --config DECK [--section.key=value ...]   print the resolved deck as INI\n"
+    "  convert --from criteo|csv --to FILE.h5 --input TEXTFILE [...]   write a text file as a columnar HDF5 dataset\n"
     "  report --run DIR                                render a run's metrics as PNG plots\n"
     "  device                                          list CUDA devices (exit 77 when none)\n"
     "\n"
@@ -67,6 +70,8 @@ void check_input_files(const strata::RunOptions& options) {
     if (!std::filesystem::is_regular_file(path)) {
       throw strata::Error(std::string(key) + ": '" + path + "' is not a regular file", "point it at a data file");
     }
+    // A bad .h5 (truncated, foreign, wrong shape) is a clean error on every rank.
+    if (options.data.source == "hdf5") strata::data::open_hdf5_reader(options.data, path, 0, 1);
   }
 }
 
@@ -115,6 +120,14 @@ int dispatch(const std::vector<std::string>& words) {
   const std::vector<std::string> args(words.begin() + 1, words.end());
   if (command == "device") return command_device();
   if (command == "report") return command_report(args);
+  if (command == "convert") {
+    try {
+      return strata::run_convert_command(args);
+    } catch (const strata::Error& e) {
+      if (world_rank() == 0) print_error(e.what());
+      return kExitUsage;
+    }
+  }
   if (command == "train" || command == "deck" || command == "trace") {
     if (wants_help(args)) {
       if (world_rank() == 0) std::printf("usage: strata %s --config DECK [--section.key=value ...]\n\n%s",

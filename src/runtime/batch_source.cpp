@@ -4,10 +4,18 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
+#include "data/hdf5_dataset.hpp"
 #include "data/synthetic.hpp"
 
 namespace strata::runtime {
 namespace {
+
+// Text files shard by bytes (aligned to lines), converted HDF5 files by rows.
+std::unique_ptr<data::SampleReader> open_file_reader(const DataOptions& options, const std::string& path, int shard,
+                                                     int num_shards) {
+  if (options.source == "hdf5") return data::open_hdf5_reader(options, path, shard, num_shards);
+  return data::open_text_reader(options, path, shard, num_shards);
+}
 
 class SyntheticBatchSource : public BatchSource {
  public:
@@ -58,8 +66,8 @@ class TextBatchSource : public BatchSource {
         shape_(data_shape(options.data)),
         batch_size_(options.train.batch_size),
         eval_batch_size_(options.train.eval_batch_size) {
-    train_ = data::open_text_reader(options_, options_.train, producer, producers);
-    if (!options_.eval.empty()) eval_ = data::open_text_reader(options_, options_.eval, producer, producers);
+    train_ = open_file_reader(options_, options_.train, producer, producers);
+    if (!options_.eval.empty()) eval_ = open_file_reader(options_, options_.eval, producer, producers);
   }
 
   void start_phase(Phase phase) override {
@@ -105,6 +113,10 @@ DataShape data_shape(const DataOptions& options) {
   if (options.source == "synthetic") {
     data::SyntheticDataset dataset(options);
     return {dataset.num_dense(), dataset.num_tables()};
+  }
+  if (options.source == "hdf5") {
+    const auto shape = data::read_hdf5_shape(options.train);
+    return {shape.num_dense, shape.num_tables};
   }
   return {data::text_num_dense(options), data::text_num_tables(options)};
 }

@@ -1,7 +1,8 @@
 // BatchSource: where a producer's batches come from, phase by phase. The
 // synthetic source is random-access (trainer t of T at step s gets samples
-// [(s*T + t)*B, +B) whatever the number of producers); text sources read the
-// producer's byte-range shard and deal batches to its trainers in turn.
+// [(s*T + t)*B, +B) whatever the number of producers); file sources read the
+// producer's shard (byte ranges of text, row ranges of converted HDF5) and deal
+// batches to its trainers in turn.
 #pragma once
 
 #include <memory>

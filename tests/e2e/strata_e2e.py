@@ -199,6 +199,40 @@ def case_admission(r):
           f"{a['keys_defaulted']:.0f} of {a['keys_seen']:.0f} key uses defaulted")
 
 
+def write_criteo(path, lines, seed=5):
+    """A Criteo-like TSV: label, 13 integers (some empty, some negative), 26 hex categoricals."""
+    import random
+    rng = random.Random(seed)
+    with open(path, "w") as f:
+        for _ in range(lines):
+            label = rng.random() < 0.3
+            ints = ["" if rng.random() < 0.1 else str(int(rng.expovariate(0.1)) - (3 if rng.random() < 0.05 else 0))
+                    for _ in range(13)]
+            cats = ["" if rng.random() < 0.05 else "%08x" % int(rng.paretovariate(1.1) * (t + 1) * 97 % 5000)
+                    for t in range(26)]
+            f.write("\t".join([str(int(label))] + ints + cats) + "\n")
+
+
+def case_hdf5_matches_text(r):
+    """strata convert writes a columnar HDF5 file that trains to the same
+    numbers as the text it came from (one producer: both read in file order)."""
+    tsv = os.path.join(r.workdir, "train.tsv")
+    h5 = os.path.join(r.workdir, "train.h5")
+    write_criteo(tsv, 6000)
+    proc = subprocess.run([r.strata, "convert", "--from", "criteo", "--input", tsv, "--to", h5, "--force"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    common = ["--layout.trainers=2", "--train.steps=0", "--train.epochs=2", "--train.eval=false",
+              "--train.batch_size=128", "--model.embedding_dim=8", "--model.bottom_mlp=32,8"]
+    text = r.run("text", 4, "--data.source=criteo", "--data.train=" + tsv, *common)
+    hdf5 = r.run("hdf5", 4, "--data.source=hdf5", "--data.train=" + h5, *common)
+    assert text["steps"] == hdf5["steps"] > 0, (text["steps"], hdf5["steps"])
+    assert text["params_digest"] == hdf5["params_digest"], "HDF5 input trained different numbers than its text"
+    with open(h5, "r+b") as f:  # a truncated file is a clear error naming it
+        f.truncate(os.path.getsize(h5) // 2)
+    r.expect_error("truncated_h5", 4, "--data.source=hdf5", "--data.train=" + h5, *common, contains=[h5])
+
+
 def case_report_plots(r):
     r.run("report", 4, "--layout.trainers=2", "--store.mode=tiered")
     run_dir = os.path.join(r.workdir, "report")
