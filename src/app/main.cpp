@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "app/convert_command.hpp"
+#include "app/tune_command.hpp"
 #include "common/error.hpp"
 #include "config/deck.hpp"
 #include "data/hdf5_dataset.hpp"
@@ -36,6 +37,8 @@ const char* kUsage =
     "commands:\n"
     "  train --config DECK [--section.key=value ...]   train a model (run under mpirun)\n"
     "  trace --config DECK --output.trace=FILE [...]   train and write the key-access trace (tiered store)\n"
+    "  tune  --config DECK --tune.plugin=grid|random|optuna|PATH [--tune.trials=N ...]\n"
+    "                                                  search store budgets, prefetch depth, policy, layout\n"
     "  deck  --config DECK [--section.key=value ...]   print the resolved deck as INI\n"
     "  convert --from criteo|csv --to FILE.h5 --input TEXTFILE [...]   write a text file as a columnar HDF5 dataset\n"
     "  report --run DIR                                render a run's metrics as PNG plots\n"
@@ -120,6 +123,19 @@ int dispatch(const std::vector<std::string>& words) {
   const std::vector<std::string> args(words.begin() + 1, words.end());
   if (command == "device") return command_device();
   if (command == "report") return command_report(args);
+  if (command == "tune") {
+    if (wants_help(args)) {
+      if (world_rank() == 0) std::printf("usage: strata tune --config DECK [--tune.key=value ...]\n\n%s",
+                                         strata::deck_help().c_str());
+      return 0;
+    }
+    try {
+      return strata::run_tune_command(args);
+    } catch (const strata::Error& e) {
+      if (world_rank() == 0) print_error(e.what());
+      return kExitUsage;
+    }
+  }
   if (command == "convert") {
     try {
       return strata::run_convert_command(args);

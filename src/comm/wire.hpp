@@ -29,6 +29,7 @@ class ByteWriter {
   }
   template <class T>
   void put_vector(const std::vector<T>& values) { put_array(values.data(), values.size()); }
+  void put_string(const std::string& text) { put_array(text.data(), text.size()); }
   void append(const void* data, size_t bytes) {
     size_t at = buffer_.size();
     buffer_.resize(at + bytes);
@@ -55,6 +56,11 @@ class ByteReader {
     if (count > (size_ - at_) / (sizeof(T) ? sizeof(T) : 1)) fail("array longer than the remaining bytes");
     out.resize(count);
     copy_out(out.data(), count * sizeof(T));
+  }
+  std::string get_string() {
+    std::vector<char> chars;
+    get_vector(chars);
+    return std::string(chars.begin(), chars.end());
   }
   // Returns a pointer to `count` values of T inside the buffer (no copy).
   template <class T>

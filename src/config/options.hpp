@@ -134,6 +134,8 @@ struct AutotuneOptions {
 
 struct RunOptions {
   std::string config_path;  // the deck this run was read from
+  // Not a deck key: strata tune measures samples/s only after this many steps (warm-up).
+  int64_t measure_after_steps = 0;
   LayoutOptions layout;
   DataOptions data;
   ModelOptions model;

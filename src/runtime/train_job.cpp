@@ -128,6 +128,11 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
 }  // namespace
 
 int run_train_job(const RunOptions& options, MPI_Comm world) {
+  return run_train_job_with_result(options, world).exit_code;
+}
+
+TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm world) {
+  TrainJobResult result;
   RankContext context = split_roles(options.layout, world);
   init_logging(context.world_rank, role_name(context.role), options.output.log_level);
   comm::LinkOptions links{options.links.network_gbps, options.links.network_latency_us, options.links.h2d_gbps,
@@ -194,14 +199,19 @@ int run_train_job(const RunOptions& options, MPI_Comm world) {
                   "MPI_Gather");
   if (context.world_rank == 0) {
     nlohmann::json summary = build_summary(options, trainer_report, reports, teacher_auc);
+    if (options.measure_after_steps > 0) {
+      summary["measured_after_steps"] = options.measure_after_steps;
+      summary["measured_samples_per_s"] = trainer_report.measured_samples_per_s;
+    }
     io::write_summary(options.output.dir, summary);
+    result.summary = summary;
     spdlog::info("done: {} steps, {:.0f} samples/s, train logloss {:.4f}, eval AUC {:.4f}, digest {}",
                  trainer_report.steps, trainer_report.samples_per_s, trainer_report.train_logloss,
                  trainer_report.eval_auc, trainer_report.params_digest.substr(0, 16));
     spdlog::info("wrote {}/summary.json and metrics.jsonl", options.output.dir);
   }
   MPI_Comm_free(&context.role_comm);
-  return 0;
+  return result;
 }
 
 }  // namespace strata::runtime

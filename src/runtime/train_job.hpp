@@ -5,11 +5,20 @@
 
 #include <mpi.h>
 
+#include <nlohmann/json.hpp>
+
 #include "config/options.hpp"
 
 namespace strata::runtime {
 
 // Returns the process exit code. Throws strata::Error on failure.
 int run_train_job(const RunOptions& options, MPI_Comm world);
+
+// The same, also returning summary.json's content on world rank 0 (null elsewhere).
+struct TrainJobResult {
+  int exit_code = 0;
+  nlohmann::json summary;
+};
+TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm world);
 
 }  // namespace strata::runtime

@@ -104,6 +104,12 @@ class Trainer {
     report_.train_seconds = seconds(start, Clock::now());
     report_.samples = report_.steps * int64_t(options_.train.batch_size) * trainers_;
     report_.samples_per_s = report_.samples / std::max(report_.train_seconds, 1e-9);
+    report_.measured_samples_per_s = report_.samples_per_s;
+    if (options_.measure_after_steps > 0 && report_.steps > options_.measure_after_steps) {
+      const double measured = seconds(measure_start_, Clock::now());
+      report_.measured_samples_per_s = double(report_.steps - options_.measure_after_steps) *
+                                       options_.train.batch_size * trainers_ / std::max(measured, 1e-9);
+    }
     if (window_steps_ > 0) flush_window(planned, /*last=*/true);  // the last partial window
     report_.train_logloss = last_window_loss_;
     store_->flush();  // tiered: every dirty row goes down to the servers
@@ -154,6 +160,7 @@ class Trainer {
       }
       train_step(batch);
       ++steps_this_epoch_;
+      if (report_.steps == options_.measure_after_steps) measure_start_ = Clock::now();
       if (report_.steps % options_.output.metrics_every == 0 ||
           report_.steps % options_.output.progress_every == 0) {
         flush_window(planned, /*last=*/false);
@@ -348,6 +355,7 @@ class Trainer {
   double last_window_loss_ = NAN;
   Clock::time_point window_start_;
   Clock::time_point run_start_ = Clock::now();
+  Clock::time_point measure_start_ = Clock::now();  // end of the warm-up (strata tune)
   std::array<double, 4> last_levels_{};  // l1 hits, misses, l2 hits, misses at the last metrics line
   TrainerReport report_;
 };

@@ -17,6 +17,7 @@ struct TrainerReport {
   int64_t samples = 0;          // over all trainers
   double train_seconds = 0;
   double samples_per_s = 0;
+  double measured_samples_per_s = 0;  // after options.measure_after_steps (strata tune), else = samples_per_s
   double train_logloss = 0;     // mean over the last metrics window
   double eval_auc = -1;
   double eval_logloss = -1;

@@ -5,6 +5,7 @@ of the built binary and asserts on their exit codes, messages and summary.json.
 usage: strata_e2e.py CASE --strata BIN --mpiexec MPIEXEC --workdir DIR
 """
 import argparse
+import csv
 import json
 import os
 import subprocess
@@ -231,6 +232,55 @@ def case_hdf5_matches_text(r):
     with open(h5, "r+b") as f:  # a truncated file is a clear error naming it
         f.truncate(os.path.getsize(h5) // 2)
     r.expect_error("truncated_h5", 4, "--data.source=hdf5", "--data.train=" + h5, *common, contains=[h5])
+
+
+def run_tune(r, name, ranks, *options):
+    out = os.path.join(r.workdir, name)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    cmd = [r.mpiexec, "-n", str(ranks), "--oversubscribe", "--bind-to", "none"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    cmd += [r.strata, "tune", "--config", TINY, "--output.dir=" + out, *options]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(os.path.join(out, "trials.csv")) as f:
+        return out, list(csv.DictReader(f))
+
+
+def case_tune_grid(r):
+    """strata tune inside one mpirun: the grid covers its space (including a
+    layout change between trials), a trial whose L1 cannot hold a window is
+    pruned before it runs, and best.ini trains unchanged."""
+    out, rows = run_tune(r, "grid", 4, "--layout.trainers=2", "--tune.plugin=grid", "--tune.grid_points=2",
+                         "--tune.space_l1_mb=0.02:1", "--tune.space_l2_mb=0.5", "--tune.space_prefetch_depth=1|3",
+                         "--tune.space_policy=lookahead", "--tune.space_layout=1/2/1|1/1/2",
+                         "--tune.trials=100", "--tune.trial_steps=30", "--tune.warmup_steps=5")
+    assert len(rows) == 8, rows
+    combos = {(x["store.l1_mb"], x["store.prefetch_depth"], x["layout"]) for x in rows}
+    assert len(combos) == 8, combos
+    pruned = [x for x in rows if x["state"] == "pruned"]
+    complete = [x for x in rows if x["state"] == "complete"]
+    assert pruned and all("prefetch window" in x["reason"] for x in pruned), rows
+    assert all(x["store.l1_mb"] == "0.02" for x in pruned), pruned
+    assert len(complete) == 4 and all(float(x["samples_per_s"]) > 0 for x in complete), rows
+    assert {x["layout"] for x in complete} == {"1/2/1", "1/1/2"}
+    best = os.path.join(out, "best.ini")
+    assert os.path.exists(best)
+    s = r.run("from_best", 4, "--train.steps=20", deck=best)
+    assert s["steps"] == 20
+
+
+def case_tune_optuna_continues(r):
+    """Two strata tune runs share one Optuna journal study: trial numbers continue."""
+    study = os.path.join(r.workdir, "study.journal")
+    args = ["--layout.trainers=2", "--tune.plugin=optuna", "--tune.study=" + study, "--tune.trials=3",
+            "--tune.space_l1_mb=0.2:1:log", "--tune.space_l2_mb=0.5", "--tune.space_prefetch_depth=1:3",
+            "--tune.space_policy=lru|lookahead", "--tune.trial_steps=20", "--tune.warmup_steps=5"]
+    _, first = run_tune(r, "optuna", 4, *args)
+    _, both = run_tune(r, "optuna", 4, *args)
+    numbers = [int(x["trial"]) for x in both]
+    assert numbers == list(range(6)), numbers
+    assert all(x["state"] == "complete" for x in both), both
 
 
 def case_report_plots(r):
