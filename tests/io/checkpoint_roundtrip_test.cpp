@@ -195,6 +195,21 @@ TEST(CheckpointRoundTrip, EmptyPartsRoundTrip) {
   validate_checkpoint(path, ExpectedShape{}, /*verify_rows=*/true);
 }
 
+// A directory that does not exist: every rank gets the same clear error.
+TEST(CheckpointRoundTrip, MissingDirectoryIsAClearError) {
+  CheckpointCase c;
+  c.world = world_size();
+  const ScratchDirectory dir(MPI_COMM_WORLD);
+  const std::string path = dir.file("no/such/dir/ckpt-0000000500.h5.tmp");
+  try {
+    CheckpointWriter writer(MPI_COMM_WORLD, path, c.header());
+    ADD_FAILURE() << "created a file in a missing directory";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot create checkpoint '" + path + "'"), std::string::npos) << e.what();
+    EXPECT_NE(e.how_to_fix().find("checkpoint.dir exists"), std::string::npos) << e.what();
+  }
+}
+
 // A mistake on one rank makes every rank throw the same error (no rank is left
 // waiting in a collective call), and the writer still closes.
 TEST(CheckpointRoundTrip, OneRankMistakeFailsEveryRank) {
