@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "app/ckpt_command.hpp"
 #include "app/convert_command.hpp"
 #include "app/tune_command.hpp"
 #include "common/error.hpp"
@@ -41,6 +42,7 @@ const char* kUsage =
     "                                                  search store budgets, prefetch depth, policy, layout\n"
     "  deck  --config DECK [--section.key=value ...]   print the resolved deck as INI\n"
     "  convert --from criteo|csv --to FILE.h5 --input TEXTFILE [...]   write a text file as a columnar HDF5 dataset\n"
+    "  ckpt  info|digest|verify|config FILE            what a checkpoint holds, its params_digest, a full check\n"
     "  report --run DIR                                render a run's metrics as PNG plots\n"
     "  device                                          list CUDA devices (exit 77 when none)\n"
     "\n"
@@ -133,6 +135,15 @@ int dispatch(const std::vector<std::string>& words) {
       return strata::run_tune_command(args);
     } catch (const strata::Error& e) {
       if (world_rank() == 0) print_error(e.what());
+      return kExitUsage;
+    }
+  }
+  if (command == "ckpt") {
+    if (world_rank() != 0) return 0;
+    try {
+      return strata::run_ckpt_command(args);
+    } catch (const strata::Error& e) {
+      print_error(e.what());
       return kExitUsage;
     }
   }

@@ -17,6 +17,8 @@ enum Tag : int {
   kTagProducerCtl = 101,  // trainer -> producer: epoch done / stop
   kTagWriteBack = 102,    // trainer -> producer: dirty rows leaving L1 (tiered)
   kTagFlushDone = 103,    // producer -> trainer: L2 written down to the servers (tiered)
+  kTagCheckpoint = 104,   // trainer -> producer: write a checkpoint after this step (CheckpointStamp)
+  kTagCheckpointReady = 105,  // producer -> trainer: caches written down, joining the checkpoint
   kTagProducerRequest = 202,  // producer -> server: fetch / write back rows (tiered)
   kTagProducerReply = 203,    // server -> producer
   kTagServerRequest = 200,  // trainer -> server: pull / push / collect / stop

@@ -37,6 +37,8 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("data.vocab_sizes", o.data.vocab_sizes, "synthetic vocabulary: one size or a list per table");
   v("data.hotness", o.data.hotness, "synthetic keys per bag: one value or a list per table");
   v("data.zipf_exponent", o.data.zipf_exponent, "synthetic key skew (0 = uniform)");
+  v("data.zipf_exponent_end", o.data.zipf_exponent_end,
+    "synthetic drift: training moves from zipf_exponent to this law (< 0 = none); a smaller value grows the hot set");
   v("data.teacher_scale", o.data.teacher_scale, "strength of the synthetic teacher's logit");
   v("data.data_seed", o.data.data_seed, "seed of the synthetic data and its teacher");
 
@@ -93,7 +95,8 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("checkpoint.every_steps", o.checkpoint.every_steps, "write a checkpoint every N steps (0 = off)");
   v("checkpoint.every_seconds", o.checkpoint.every_seconds, "write a checkpoint every S seconds (0 = off)");
   v("checkpoint.keep", o.checkpoint.keep, "complete checkpoints kept (older ones are removed)");
-  v("checkpoint.resume", o.checkpoint.resume, "resume from DIR | FILE | latest (empty = fresh start)");
+  v("checkpoint.resume", o.checkpoint.resume,
+    "resume from DIR | FILE | latest (newest in checkpoint.dir) | auto (latest if any, else fresh); also --resume");
 
   v("tune.plugin", o.tune.plugin, "grid | random | optuna | /path/to/plugin.so");
   v("tune.trials", o.tune.trials, "trials to run in this invocation");
@@ -116,6 +119,8 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("autotune.every_steps", o.autotune.every_steps, "steps between the controller's decisions");
   v("autotune.min_prefetch", o.autotune.min_prefetch, "smallest prefetch depth the controller sets");
   v("autotune.max_prefetch", o.autotune.max_prefetch, "largest prefetch depth the controller sets");
+  v("autotune.max_l1_mb", o.autotune.max_l1_mb,
+    "the most one trainer's L1 may grow to, MiB (0 = its producer's whole L1 + L2 budget)");
   v("autotune.step_fraction", o.autotune.step_fraction, "share of a level's budget moved per decision");
 }
 
@@ -196,7 +201,18 @@ Error unknown_key_error(const std::string& key, const std::string& where) {
 
 }  // namespace
 
-RunOptions parse_run_options(const std::vector<std::string>& args) {
+RunOptions parse_run_options(const std::vector<std::string>& raw_args) {
+  // `--resume X` / `--resume=X` is the short form of --checkpoint.resume.
+  std::vector<std::string> args;
+  for (size_t i = 0; i < raw_args.size(); ++i) {
+    if (raw_args[i] == "--resume" && i + 1 < raw_args.size()) {
+      args.push_back("--checkpoint.resume=" + raw_args[++i]);
+    } else if (raw_args[i].rfind("--resume=", 0) == 0) {
+      args.push_back("--checkpoint.resume=" + raw_args[i].substr(9));
+    } else {
+      args.push_back(raw_args[i]);
+    }
+  }
   RunOptions options;
   po::options_description description = make_description(options);
   po::options_description command_line;

@@ -32,6 +32,7 @@ struct DataOptions {
   std::string vocab_sizes = "100000";          // one value for all tables, or a comma list
   std::string hotness = "1";                   // keys per bag: one value or a comma list
   double zipf_exponent = 1.05;                 // skew of key popularity (0 = uniform)
+  double zipf_exponent_end = -1;               // drift: the law training ends with (< 0 = no drift)
   double teacher_scale = 1.0;                  // strength of the hidden teacher's logit
   uint64_t data_seed = 2024;                   // seed of the synthetic data and teacher
 };
@@ -130,6 +131,7 @@ struct AutotuneOptions {
   int min_prefetch = 1;       // prefetch depth limits of the controller
   int max_prefetch = 8;
   double step_fraction = 0.25;  // share of a level's budget moved per decision
+  double max_l1_mb = 0;         // the most one L1 may grow to (0 = its producer's whole budget)
 };
 
 struct RunOptions {

@@ -53,6 +53,7 @@ constexpr uint64_t kTeacherSalt = 0x5445414348455200ULL;  // "TEACHER"
 constexpr uint64_t kShapeSalt = 0x5348415045000000ULL;    // "SHAPE" (dense distributions)
 constexpr uint64_t kDenseSalt = 0x44454e5345000000ULL;
 constexpr uint64_t kLabelSalt = 0x4c4142454c000000ULL;
+constexpr uint64_t kDriftSalt = 0x6a09e667f3bcc909ULL;  // which law a drifting sample draws from
 constexpr uint64_t kCalibrationStream = 0xCA11B;
 
 // Uniform in [-sqrt(3), sqrt(3)): unit variance.
@@ -135,6 +136,10 @@ struct SyntheticDataset::Impl {
   int total_hotness = 0;
 
   std::vector<ZipfSampler> samplers;               // one per distinct vocab size
+  // data.zipf_exponent_end: a second law per vocab size; training sample i of N
+  // draws from it with probability i / N, so a flatter end law makes the hot
+  // set grow during the run (evaluation draws from the end law).
+  std::vector<ZipfSampler> end_samplers;           // empty when the law does not drift
   std::vector<int> sampler_of_table;               // (num_tables)
   std::vector<int> hotness;                        // (num_tables)
   std::vector<uint64_t> teacher_seed;              // (num_tables)
@@ -196,9 +201,17 @@ struct SyntheticDataset::Impl {
       uint64_t* values = scratch.values.data();
       // Table t draws from its own counter range of each sample's stream.
       const uint64_t table_counter = (uint64_t(t) + 1) << 32;
+      const bool training = stream == stream_seed(Stream::kTrain);
       for (size_t i = 0; i < n; ++i) {
         CounterRng rng(scratch.base[i] + table_counter);
-        for (size_t k = 0; k < h; ++k) values[i * h + k] = zipf(rng);
+        const ZipfSampler* law = &zipf;
+        if (!end_samplers.empty()) {
+          const double progress = training ? double(first + int64_t(i)) / double(std::max<int64_t>(train_samples, 1)) : 1.0;
+          if (to_unit_double(mix64(scratch.base[i] ^ kDriftSalt, uint64_t(t))) < progress) {
+            law = &end_samplers[size_t(sampler_of_table[t])];
+          }
+        }
+        for (size_t k = 0; k < h; ++k) values[i * h + k] = (*law)(rng);
       }
       if (keys != nullptr) feature_keys(uint32_t(t), values, n * h, keys[t]);
       const uint64_t tseed = teacher_seed[size_t(t)];
@@ -316,6 +329,7 @@ SyntheticDataset::SyntheticDataset(const DataOptions& options) {
     }
     if (found < 0) {
       m.samplers.emplace_back(v, options.zipf_exponent);
+      if (options.zipf_exponent_end >= 0) m.end_samplers.emplace_back(v, options.zipf_exponent_end);
       found = int(m.samplers.size()) - 1;
     }
     m.sampler_of_table.push_back(found);

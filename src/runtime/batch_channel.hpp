@@ -16,7 +16,7 @@ enum class BatchMessageKind : uint32_t { kBatch = 1, kEndOfPhase = 2 };
 
 struct PhaseDone {
   uint32_t final = 0;  // 1: no more training phases follow
-  uint32_t reserved = 0;
+  uint32_t stop = 0;   // 1: preempted: no evaluation, the job ends now
 };
 
 // [kind u32][batch size u64][batch bytes][attachment bytes]; the attachment

@@ -1,6 +1,7 @@
 #include "runtime/batch_source.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
@@ -29,7 +30,16 @@ class SyntheticBatchSource : public BatchSource {
   void start_phase(Phase phase) override {
     phase_ = phase;
     next_step_.assign(total_trainers_, 0);
+    // The stream is a pure function of the sample index: an interrupted epoch
+    // continues at the first sample not trained, whatever the new layout.
+    base_ = 0;
+    if (phase == Phase::kTrain && pending_resume_) {
+      base_ = *pending_resume_;
+      pending_resume_.reset();
+    }
   }
+
+  void resume_epoch(const EpochResume& resume) override { pending_resume_ = resume.epoch_samples; }
 
   bool next(int trainer, data::Batch& batch) override {
     const bool train = phase_ == Phase::kTrain;
@@ -37,7 +47,7 @@ class SyntheticBatchSource : public BatchSource {
     const data::Stream stream = train ? data::Stream::kTrain : data::Stream::kEval;
     const int64_t size = dataset_.size(stream);
     const int64_t step = next_step_[trainer]++;
-    const int64_t first = (step * total_trainers_ + trainer) * per_batch;
+    const int64_t first = base_ + (step * total_trainers_ + trainer) * per_batch;
     const int64_t count = std::min<int64_t>(per_batch, size - first);
     if (count <= 0 || (train && count < per_batch)) return false;
     batch.reset(dataset_.num_dense(), dataset_.num_tables());
@@ -57,12 +67,16 @@ class SyntheticBatchSource : public BatchSource {
   int64_t eval_batch_size_;
   Phase phase_ = Phase::kTrain;
   std::vector<int64_t> next_step_;
+  int64_t base_ = 0;                      // first sample of this phase
+  std::optional<int64_t> pending_resume_;  // base of the next training phase
 };
 
 class TextBatchSource : public BatchSource {
  public:
   TextBatchSource(const RunOptions& options, int producer, int producers)
-      : options_(options.data),
+      : producer_(producer),
+        producers_(producers),
+        options_(options.data),
         shape_(data_shape(options.data)),
         batch_size_(options.train.batch_size),
         eval_batch_size_(options.train.eval_batch_size) {
@@ -73,15 +87,43 @@ class TextBatchSource : public BatchSource {
   void start_phase(Phase phase) override {
     phase_ = phase;
     reader().rewind();
+    resumed_.clear();
+    finishing_old_shards_ = false;
+    if (phase == Phase::kTrain && pending_resume_) {
+      open_resumed(*pending_resume_);
+      pending_resume_.reset();
+    }
   }
+
+  void resume_epoch(const EpochResume& resume) override { pending_resume_ = resume; }
 
   bool next(int /*trainer*/, data::Batch& batch) override {
     const bool train = phase_ == Phase::kTrain;
     const int32_t want = train ? batch_size_ : eval_batch_size_;
     batch.reset(shape_.num_dense, shape_.num_tables);
     batch.first_sample = -1;
-    const int32_t got = reader().read(want, batch);
+    int32_t got = 0;
+    if (train && finishing_old_shards_) {
+      // The rest of an interrupted epoch: the old shards this producer took
+      // over, one after the other (a batch may straddle two of them).
+      while (got < want && !resumed_.empty()) {
+        const int32_t n = resumed_.front()->read(want - got, batch);
+        got += n;
+        if (n == 0) resumed_.erase(resumed_.begin());
+      }
+    } else {
+      got = reader().read(want, batch);
+    }
     return got > 0 && (!train || got == want);
+  }
+
+  SourcePosition position() const override {
+    if (phase_ == Phase::kTrain && finishing_old_shards_) {
+      throw Error("a checkpoint inside an epoch that was itself resumed with a different producer count",
+                  "checkpoint after this epoch ends, or resume with the producer count the checkpoint was written with");
+    }
+    const auto p = train_->position();
+    return {p.byte_offset, p.line};
   }
 
   data::ParseStats stats() const override {
@@ -98,6 +140,27 @@ class TextBatchSource : public BatchSource {
  private:
   data::SampleReader& reader() { return phase_ == Phase::kTrain ? *train_ : *eval_; }
 
+  void open_resumed(const EpochResume& resume) {
+    if (resume.old_producers == producers_) {
+      train_->seek({resume.positions.at(producer_).byte_offset, resume.positions.at(producer_).line});
+      return;
+    }
+    // A different producer count: take over whole old shards, so every line
+    // that was not trained is read exactly once.
+    for (int q = producer_; q < resume.old_producers; q += producers_) {
+      auto r = open_file_reader(options_, options_.train, q, resume.old_producers);
+      r->seek({resume.positions.at(q).byte_offset, resume.positions.at(q).line});
+      resumed_.push_back(std::move(r));
+    }
+    // This producer's own shard of the new layout starts with the next epoch.
+    finishing_old_shards_ = true;
+  }
+
+  int producer_;
+  int producers_;
+  std::optional<EpochResume> pending_resume_;
+  std::vector<std::unique_ptr<data::SampleReader>> resumed_;  // old shards being finished
+  bool finishing_old_shards_ = false;  // this epoch reads only resumed_
   DataOptions options_;
   DataShape shape_;
   int32_t batch_size_;

@@ -16,6 +16,23 @@ namespace strata::runtime {
 
 enum class Phase { kTrain, kEval };
 
+// Where a producer's training stream stands (file sources; synthetic data is
+// placed by sample index instead), enough to continue it exactly.
+struct SourcePosition {
+  int64_t byte_offset = 0;  // next row (HDF5) or byte (text) of the shard
+  int64_t line = 0;         // lines (rows) consumed before it
+};
+
+// How an interrupted epoch continues (from a checkpoint).
+struct EpochResume {
+  int64_t epoch_samples = 0;  // synthetic: samples of the epoch already trained (all trainers)
+  // File sources: the writing run's producers' positions, indexed by their
+  // producer number, and how many producers it had. This producer continues
+  // the shards q with q % producers == its index (its own when the count is unchanged).
+  std::vector<SourcePosition> positions;
+  int old_producers = 0;
+};
+
 // Shapes every role must agree on, derived from the deck alone.
 struct DataShape {
   int num_dense = 0;
@@ -32,6 +49,10 @@ class BatchSource {
   virtual bool next(int trainer, data::Batch& batch) = 0;
   // Parse statistics so far (zero for synthetic data).
   virtual data::ParseStats stats() const = 0;
+  // The training stream's position before the next batch.
+  virtual SourcePosition position() const { return {}; }
+  // The next training phase continues an interrupted epoch instead of starting one.
+  virtual void resume_epoch(const EpochResume& resume) = 0;
   virtual bool has_eval() const = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <thread>
 
 #include "comm/mpi_channel.hpp"
@@ -13,6 +14,7 @@
 #include "model/optimizers.hpp"
 #include "runtime/batch_channel.hpp"
 #include "runtime/batch_source.hpp"
+#include "runtime/checkpointing.hpp"
 #include "store/frequency_admission.hpp"
 #include "store/producer_staging.hpp"
 
@@ -44,7 +46,7 @@ struct Round {
 
 class Producer {
  public:
-  Producer(const RunOptions& options, const RankContext& context)
+  Producer(const RunOptions& options, const RankContext& context, const ResumePoint& resume)
       : options_(options), context_(context), depth_(options.store.prefetch_depth) {
     const RoleLayout& layout = context.layout;
     std::vector<int> trainers = layout.trainers_of_producer(context.index);
@@ -63,13 +65,17 @@ class Producer {
       const int dim = options.model.embedding_dim;
       const int width = dim + model::make_sparse_optimizer(options.optim)->state_width(dim);
       staging_ = std::make_unique<store::ProducerStaging>(options, width, trainers, trainer_ranks, servers,
-                                                          MPI_COMM_WORLD);
+                                                          MPI_COMM_WORLD, /*servers_may_hold_rows=*/resume.active());
     }
+    stamps_.resize(queues_.size());
+    if (staging_) staging_->set_wait_hook([this] { poll_checkpoint(); });
+    if (resume.active()) restore(resume);
   }
 
   ProducerReport run() {
     bool final = false;
     while (!final) final = run_phase(Phase::kTrain);
+    if (stopped_) return report_;  // preempted: the checkpoint holds everything
     if (staging_ && !fell_back_) staging_->finish_training();
     if (run_has_eval(options_)) run_phase(Phase::kEval);
     report_.parse = source_->stats();
@@ -97,9 +103,101 @@ class Producer {
   }
 
  private:
-  // Keeps the tiered store's write-backs flowing while this rank waits on anything.
+  // Keeps the tiered store's write-backs flowing while this rank waits on
+  // anything, and joins a checkpoint when the trainers ask for one.
   void service() {
     if (staging_) staging_->poll();
+    poll_checkpoint();
+  }
+
+  // Checkpoints -----------------------------------------------------------
+
+  // Every trainer of this producer sends a stamp; with all of them here, the
+  // caches are written down, the trainers are told "ready", and this rank
+  // writes its part of the file. Called only from the producer's own loops,
+  // never inside an L2 request, so the servers it may wait on are serving.
+  void poll_checkpoint() {
+    for (size_t i = 0; i < queues_.size(); ++i) {
+      if (stamps_[i]) continue;
+      MPI_Message message;
+      MPI_Status status;
+      if (!comm::probe_politely(MPI_COMM_WORLD, queues_[i].world_rank, comm::kTagCheckpoint, message, status, false)) {
+        continue;
+      }
+      CheckpointStamp stamp;
+      comm::check_mpi(MPI_Mrecv(&stamp, sizeof(stamp), MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+      stamps_[i] = stamp;
+    }
+    for (const auto& s : stamps_) {
+      if (!s) return;
+    }
+    const CheckpointStamp stamp = *stamps_[0];
+    for (auto& s : stamps_) s.reset();
+    if (staging_ && !fell_back_) staging_->write_down_for_checkpoint();
+    for (const auto& q : queues_) {
+      const int ready = 1;
+      comm::check_mpi(MPI_Send(&ready, 1, MPI_INT, q.world_rank, comm::kTagCheckpointReady, MPI_COMM_WORLD), "MPI_Send");
+    }
+    io::ProducerState state{};
+    state.producer = context_.index;
+    state.epoch = stamp.epoch;
+    state.round_in_epoch = stamp.step_in_epoch;
+    const SourcePosition position = position_of_round(stamp.step_in_epoch);
+    state.byte_offset = position.byte_offset;
+    state.line = position.line;
+    const data::ParseStats parse = source_->stats();
+    state.lines = parse.lines, state.samples = parse.samples, state.malformed = parse.malformed;
+    io::CheckpointWriter writer(MPI_COMM_WORLD, checkpoint_temporary(options_, stamp.step),
+                                checkpoint_header(options_, stamp));
+    writer.write_dense({}, {}, {}, false);
+    writer.write_trainer_state(io::TrainerState{}, false);
+    writer.write_rows(io::SparseRows{});
+    writer.write_producers(&state, admission_ ? &admission_->counters() : nullptr);
+    writer.close();
+    if (stamp.preempted) stopped_ = true;
+  }
+
+  // The training stream's position before round `round` of this epoch (rounds
+  // are built ahead, so it is looked up in the recent history).
+  SourcePosition position_of_round(int64_t round) const {
+    for (const auto& [r, position] : positions_) {
+      if (r == round) return position;
+    }
+    return source_->position();  // not built: the epoch's data ended before it
+  }
+
+  void restore(const ResumePoint& resume) {
+    io::CheckpointReader reader(MPI_COMM_SELF, resume.path);
+    const io::CheckpointHeader& h = reader.header();
+    const std::vector<io::ProducerState> records = reader.producers();
+    EpochResume epoch;
+    epoch.epoch_samples = h.epoch_samples;
+    epoch.old_producers = h.producers;
+    epoch.positions.resize(h.producers);
+    for (const auto& r : records) {
+      if (r.producer < 0 || r.producer >= h.producers) {
+        throw Error(resume.path + ": producer record " + std::to_string(r.producer) + " of " +
+                        std::to_string(h.producers),
+                    "the checkpoint is damaged; resume from an older one");
+      }
+      epoch.positions[r.producer] = {r.byte_offset, r.line};
+    }
+    source_->resume_epoch(epoch);
+    rounds_in_phase_ = h.step_in_epoch;
+    next_round_ = h.step;
+    if (admission_ && h.admission_counters > 0) {
+      // Same producers: each takes its own sketch; otherwise every producer
+      // starts from the sum of all (an upper bound on every count, as a sketch is).
+      std::vector<uint32_t> counters = reader.admission_counters(h.producers == context_.layout.producers()
+                                                                     ? context_.index : 0);
+      if (h.producers != context_.layout.producers()) {
+        for (int q = 1; q < h.producers; ++q) {
+          const std::vector<uint32_t> more = reader.admission_counters(q);
+          for (size_t i = 0; i < counters.size() && i < more.size(); ++i) counters[i] += more[i];
+        }
+      }
+      if (!counters.empty()) admission_->restore(std::move(counters), 0, 0);
+    }
   }
 
   void wait(MPI_Request& request) {
@@ -125,6 +223,11 @@ class Producer {
   bool run_phase(Phase phase) {
     source_->start_phase(phase);
     phase_ = phase;
+    if (phase == Phase::kTrain && !first_phase_) {
+      rounds_in_phase_ = 0;
+      positions_.clear();
+    }
+    first_phase_ = false;
     for (auto& q : queues_) q.done = q.final = false;
     if (staging_ && phase == Phase::kTrain && !fell_back_) {
       stream_tiered_rounds();
@@ -157,6 +260,10 @@ class Producer {
 
   bool build(TrainerQueue& q, data::Batch& batch) {
     auto start = Clock::now();
+    if (&q == &queues_[0] && phase_ == Phase::kTrain) {  // a new round: where its data starts
+      positions_.emplace_back(rounds_in_phase_++, source_->position());
+      if (positions_.size() > 4096) positions_.pop_front();
+    }
     if (!source_->next(q.trainer, batch)) return false;
     if (admission_) {
       if (phase_ == Phase::kTrain) {
@@ -192,10 +299,12 @@ class Producer {
   // policy knows future uses; each round is planned and staged when it leaves
   // the front, and its staging plan travels with the batch of that round.
   void stream_tiered_rounds() {
-    const size_t ahead = static_cast<size_t>(depth_ + options_.store.horizon);
     std::deque<Round> window;
     bool more = true;
     while (true) {
+      // The online controller may change the depth between rounds.
+      depth_ = staging_->prefetch_depth();
+      const size_t ahead = static_cast<size_t>(depth_ + options_.store.horizon);
       while (more && window.size() <= ahead) {
         // Never plan rounds past the last step: the window near the end (and
         // with it the minimum L1 budget) must not depend on when the trainers'
@@ -231,6 +340,8 @@ class Producer {
         std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(options_.store.fault_staging_delay_ms));
       }
       staging_->note_lateness(front.number);
+      const std::string decision = staging_->run_controller(front.number);
+      if (!decision.empty()) spdlog::info("autotune: {}", decision);
       for (size_t i = 0; i < queues_.size(); ++i) {
         store::StagingMessage staging = staging_->stage(front.number, i);
         std::vector<char> attachment;
@@ -366,6 +477,7 @@ class Producer {
       comm::check_mpi(MPI_Mrecv(&done, sizeof(done), MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
       q.done = true;
       q.final = done.final != 0;
+      if (done.stop != 0) stopped_ = true;
       any = true;
     }
     return any;
@@ -392,6 +504,11 @@ class Producer {
   std::unique_ptr<store::FrequencyAdmission> admission_;  // store.min_count > 1
   Phase phase_ = Phase::kTrain;
   bool fell_back_ = false;       // the tiered store switched to Scheme A
+  bool stopped_ = false;         // preempted: no evaluation, no final flush
+  bool first_phase_ = true;
+  int64_t rounds_in_phase_ = 0;  // rounds built in this training phase (epoch)
+  std::deque<std::pair<int64_t, SourcePosition>> positions_;  // round -> stream position before it
+  std::vector<std::optional<CheckpointStamp>> stamps_;         // per trainer queue
   int64_t fallback_round_ = -1;  // the first round served in Scheme A
   int64_t next_round_ = 0;
   ProducerReport report_;
@@ -405,8 +522,8 @@ bool run_has_eval(const RunOptions& options) {
   return !options.data.eval.empty();
 }
 
-ProducerReport run_producer(const RunOptions& options, const RankContext& context) {
-  return Producer(options, context).run();
+ProducerReport run_producer(const RunOptions& options, const RankContext& context, const ResumePoint& resume) {
+  return Producer(options, context, resume).run();
 }
 
 }  // namespace strata::runtime

@@ -6,6 +6,7 @@
 
 #include "config/options.hpp"
 #include "data/sample_reader.hpp"
+#include "runtime/checkpointing.hpp"
 #include "runtime/role_layout.hpp"
 
 namespace strata::runtime {
@@ -33,6 +34,6 @@ struct ProducerReport {
 // True when the run evaluates at the end (same answer on every rank).
 bool run_has_eval(const RunOptions& options);
 
-ProducerReport run_producer(const RunOptions& options, const RankContext& context);
+ProducerReport run_producer(const RunOptions& options, const RankContext& context, const ResumePoint& resume);
 
 }  // namespace strata::runtime

@@ -2,12 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstring>
 #include <vector>
 
 #include "comm/mpi_channel.hpp"
 #include "comm/wire.hpp"
 #include "common/error.hpp"
+#include "io/checkpoint_file.hpp"
 #include "model/optimizers.hpp"
+#include "runtime/checkpointing.hpp"
 #include "store/server_protocol.hpp"
 #include "store/server_shard.hpp"
 #include "store/staging_message.hpp"
@@ -105,7 +108,84 @@ void receive_round(const RoleLayout& layout, std::vector<Request>& requests, sto
 
 }  // namespace
 
-ServerReport run_server(const RunOptions& options, const RankContext& context) {
+// This server's part of a checkpoint: every row it holds, in its own order.
+void write_checkpoint_rows(const RunOptions& options, const store::ServerShard& shard, const CheckpointStamp& stamp) {
+  const store::RowTable& rows = shard.rows();
+  io::SparseRows mine;
+  mine.width = rows.width();
+  mine.ids.reserve(rows.size());
+  mine.counts.reserve(rows.size());
+  mine.values.resize(rows.size() * rows.width());
+  for (size_t slot = 0; slot < rows.size(); ++slot) {
+    mine.ids.push_back(rows.id(static_cast<int64_t>(slot)));
+    mine.counts.push_back(rows.access_count(static_cast<int64_t>(slot)));
+    std::copy(rows.row(static_cast<int64_t>(slot)), rows.row(static_cast<int64_t>(slot)) + rows.width(),
+              mine.values.data() + slot * rows.width());
+  }
+  io::CheckpointWriter writer(MPI_COMM_WORLD, checkpoint_temporary(options, stamp.step),
+                              checkpoint_header(options, stamp));
+  writer.write_dense({}, {}, {}, false);
+  writer.write_trainer_state(io::TrainerState{}, false);
+  writer.write_rows(mine);
+  writer.write_producers(nullptr, nullptr);
+  writer.close();
+}
+
+// Resume: the servers read the file's rows in equal slices and send each row
+// to the server that owns it under this run's layout (server_of), so any
+// number of servers can continue any checkpoint.
+void restore_rows(const RankContext& context, const ResumePoint& resume, store::ServerShard& shard) {
+  io::CheckpointReader reader(MPI_COMM_SELF, resume.path);
+  const int servers = context.layout.servers();
+  const int64_t total = reader.num_rows();
+  const int64_t begin = total * context.index / servers, end = total * (context.index + 1) / servers;
+  const io::SparseRows slice = reader.read_rows(begin, end);
+  const int width = shard.rows().width();
+  if (slice.ids.size() && slice.width != width) {
+    throw Error(resume.path + ": rows of width " + std::to_string(slice.width) + ", this run's rows have " +
+                    std::to_string(width),
+                "resume with the embedding_dim and sparse optimizer the checkpoint was written with");
+  }
+  // Per destination: [id, count, values] records.
+  const size_t record = sizeof(store::RowId) + sizeof(uint64_t) + sizeof(float) * width;
+  std::vector<std::vector<char>> outgoing(servers);
+  for (size_t i = 0; i < slice.ids.size(); ++i) {
+    auto& out = outgoing[store::server_of(slice.ids[i].table, slice.ids[i].key, servers)];
+    comm::ByteWriter writer(out);
+    writer.put(slice.ids[i]);
+    writer.put(slice.counts[i]);
+    writer.append(slice.values.data() + i * width, sizeof(float) * width);
+  }
+  std::vector<int> send_counts(servers), receive_counts(servers), send_offsets(servers), receive_offsets(servers);
+  std::vector<char> send;
+  for (int s = 0; s < servers; ++s) {
+    send_offsets[s] = static_cast<int>(send.size());
+    send_counts[s] = static_cast<int>(outgoing[s].size());
+    send.insert(send.end(), outgoing[s].begin(), outgoing[s].end());
+  }
+  comm::check_mpi(MPI_Alltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT, context.role_comm),
+                  "MPI_Alltoall");
+  int at = 0;
+  for (int s = 0; s < servers; ++s) receive_offsets[s] = at, at += receive_counts[s];
+  std::vector<char> receive(at);
+  comm::check_mpi(MPI_Alltoallv(send.data(), send_counts.data(), send_offsets.data(), MPI_BYTE, receive.data(),
+                                receive_counts.data(), receive_offsets.data(), MPI_BYTE, context.role_comm),
+                  "MPI_Alltoallv");
+  const size_t n = receive.size() / record;
+  std::vector<store::RowId> ids(n);
+  std::vector<uint64_t> counts(n);
+  std::vector<float> values(n * width);
+  for (size_t i = 0; i < n; ++i) {
+    const char* p = receive.data() + i * record;
+    std::memcpy(&ids[i], p, sizeof(store::RowId));
+    std::memcpy(&counts[i], p + sizeof(store::RowId), sizeof(uint64_t));
+    std::memcpy(values.data() + i * width, p + sizeof(store::RowId) + sizeof(uint64_t), sizeof(float) * width);
+  }
+  shard.restore_rows(ids.data(), n, values.data(), counts.data());
+  spdlog::debug("server {}: restored {} rows from {}", context.index, n, resume.path);
+}
+
+ServerReport run_server(const RunOptions& options, const RankContext& context, const ResumePoint& resume) {
   const RoleLayout& layout = context.layout;
   store::ServerShardOptions shard_options;
   shard_options.dim = options.model.embedding_dim;
@@ -113,6 +193,7 @@ ServerReport run_server(const RunOptions& options, const RankContext& context) {
   shard_options.row_init_scale = options.model.row_init_scale;
   store::ServerShard shard(shard_options, model::make_sparse_optimizer(options.optim));
   const int dim = shard.dim();
+  if (resume.active()) restore_rows(context, resume, shard);
 
   std::vector<Request> requests(layout.trainers());
   std::vector<std::vector<char>> replies(layout.trainers());
@@ -182,6 +263,15 @@ ServerReport run_server(const RunOptions& options, const RankContext& context) {
       writer.put_vector(values);
       pending.push_back(comm::send_bytes(MPI_COMM_WORLD, layout.world_rank(Role::kTrainer, 0),
                                          comm::kTagServerReply, replies[0]));
+    } else if (op == ServerOp::kCheckpoint) {
+      comm::ByteReader reader(requests[0].bytes.data(), requests[0].bytes.size(), "checkpoint request");
+      reader.get<RequestHeader>();
+      const auto stamp = reader.get<CheckpointStamp>();
+      reader.expect_end();
+      write_checkpoint_rows(options, shard, stamp);
+      if (stamp.preempted) {
+        spdlog::debug("server {}: checkpoint for a preemption written", context.index);
+      }
     } else {
       throw Error("server got unknown op " + std::to_string(static_cast<uint32_t>(op)));
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "config/options.hpp"
+#include "runtime/checkpointing.hpp"
 #include "runtime/role_layout.hpp"
 
 namespace strata::runtime {
@@ -13,6 +14,6 @@ struct ServerReport {
   size_t memory_bytes = 0;
 };
 
-ServerReport run_server(const RunOptions& options, const RankContext& context);
+ServerReport run_server(const RunOptions& options, const RankContext& context, const ResumePoint& resume);
 
 }  // namespace strata::runtime

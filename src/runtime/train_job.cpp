@@ -3,14 +3,19 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "comm/link_model.hpp"
 #include "comm/mpi_channel.hpp"
+#include "common/error.hpp"
 #include "common/log.hpp"
 #include "config/deck.hpp"
 #include "data/synthetic.hpp"
 #include "io/metrics_writer.hpp"
+#include "runtime/checkpointing.hpp"
+#include "runtime/preemption.hpp"
 #include "runtime/producer_role.hpp"
 #include "runtime/role_layout.hpp"
 #include "runtime/server_role.hpp"
@@ -139,6 +144,43 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
                           options.links.h2d_latency_us};
   comm::LinkModel::configure(links);
   if (context.world_rank == 0 && links.enabled()) spdlog::info("link model ON: {}", links.describe());
+  install_preemption_handlers();
+  if (!options.checkpoint.dir.empty()) {
+    int ok = 1;
+    std::string why;
+    if (context.world_rank == 0) {
+      std::error_code error;
+      std::filesystem::create_directories(options.checkpoint.dir, error);
+      if (error) ok = 0, why = error.message();
+    }
+    comm::check_mpi(MPI_Bcast(&ok, 1, MPI_INT, 0, world), "MPI_Bcast");
+    if (!ok) {
+      throw Error("checkpoint.dir '" + options.checkpoint.dir + "' cannot be created: " + why,
+                  "point checkpoint.dir at a writable directory");
+    }
+  }
+  ResumePoint resume;
+  if (!options.checkpoint.resume.empty()) {
+    try {
+      resume.path = choose_resume_checkpoint(options, world);
+    } catch (const Error& e) {
+      // The same on every rank: one message, a clean exit with the usage code.
+      if (context.world_rank == 0) std::fprintf(stderr, "strata: error: %s\n", e.what());
+      MPI_Comm_free(&context.role_comm);
+      result.exit_code = 2;
+      return result;
+    }
+  }
+  if (resume.active()) {
+    resume.header = io::CheckpointReader(MPI_COMM_SELF, resume.path).header();
+    if (context.world_rank == 0 && (resume.header.trainers != options.layout.trainers ||
+                                    resume.header.producers != options.layout.producers ||
+                                    resume.header.servers != options.layout.servers)) {
+      spdlog::info("resharding: the checkpoint was written by {}/{}/{} producers/trainers/servers, this run has "
+                   "{}/{}/{}", resume.header.producers, resume.header.trainers, resume.header.servers,
+                   options.layout.producers, options.layout.trainers, options.layout.servers);
+    }
+  }
 
   double teacher_auc = -1;
   if (context.world_rank == 0) {
@@ -156,7 +198,7 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
   TrainerReport trainer_report;
   switch (context.role) {
     case Role::kTrainer: {
-      trainer_report = run_trainer(options, context);
+      trainer_report = run_trainer(options, context, resume);
       const TrainerReport& r = trainer_report;
       double* v = mine.values;
       v[kStallS] = r.stall_s, v[kPullWaitS] = r.pull_wait_s, v[kRowsPulled] = double(r.rows_pulled);
@@ -166,7 +208,7 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
       break;
     }
     case Role::kProducer: {
-      ProducerReport r = run_producer(options, context);
+      ProducerReport r = run_producer(options, context, resume);
       double* v = mine.values;
       v[kBatches] = double(r.batches), v[kSamples] = double(r.samples), v[kBytesSent] = double(r.bytes_sent);
       v[kBuildS] = r.build_s, v[kBlockedS] = r.blocked_s, v[kLines] = double(r.parse.lines);
@@ -186,7 +228,7 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
       break;
     }
     case Role::kServer: {
-      ServerReport r = run_server(options, context);
+      ServerReport r = run_server(options, context, resume);
       mine.values[kRounds] = double(r.rounds), mine.values[kRows] = double(r.rows);
       mine.values[kMemoryBytes] = double(r.memory_bytes);
       break;
@@ -199,17 +241,25 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
                   "MPI_Gather");
   if (context.world_rank == 0) {
     nlohmann::json summary = build_summary(options, trainer_report, reports, teacher_auc);
+    summary["preempted"] = trainer_report.preempted;
+    summary["checkpoints"] = {{"written", trainer_report.checkpoints},
+                              {"pause_s", trainer_report.checkpoint_pause_s},
+                              {"resumed_from_step", trainer_report.resumed_from_step}};
+    if (resume.active()) summary["checkpoints"]["resumed_from"] = resume.path;
     if (options.measure_after_steps > 0) {
       summary["measured_after_steps"] = options.measure_after_steps;
       summary["measured_samples_per_s"] = trainer_report.measured_samples_per_s;
     }
     io::write_summary(options.output.dir, summary);
     result.summary = summary;
+    if (trainer_report.preempted) result.exit_code = kExitPreempted;
     spdlog::info("done: {} steps, {:.0f} samples/s, train logloss {:.4f}, eval AUC {:.4f}, digest {}",
                  trainer_report.steps, trainer_report.samples_per_s, trainer_report.train_logloss,
                  trainer_report.eval_auc, trainer_report.params_digest.substr(0, 16));
     spdlog::info("wrote {}/summary.json and metrics.jsonl", options.output.dir);
   }
+  // Every rank exits with the same code (85 after a preemption checkpoint).
+  comm::check_mpi(MPI_Bcast(&result.exit_code, 1, MPI_INT, 0, world), "MPI_Bcast");
   MPI_Comm_free(&context.role_comm);
   return result;
 }

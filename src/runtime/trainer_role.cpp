@@ -20,9 +20,12 @@
 #include "model/optimizers.hpp"
 #include "runtime/batch_channel.hpp"
 #include "runtime/batch_source.hpp"
+#include "runtime/checkpointing.hpp"
+#include "runtime/preemption.hpp"
 #include "runtime/producer_role.hpp"
 #include "store/producer_staging.hpp"
 #include "store/remote_ps_store.hpp"
+#include "store/online_controller.hpp"
 #include "store/tiered_store.hpp"
 
 namespace strata::runtime {
@@ -49,9 +52,10 @@ int64_t planned_steps(const RunOptions& options, int trainers) {
 
 class Trainer {
  public:
-  Trainer(const RunOptions& options, const RankContext& context)
+  Trainer(const RunOptions& options, const RankContext& context, const ResumePoint& resume)
       : options_(options),
         context_(context),
+        resume_(resume),
         trainers_(context.layout.trainers()),
         comm_(context.role_comm),
         producer_rank_(context.layout.world_rank(Role::kProducer,
@@ -65,8 +69,12 @@ class Trainer {
     if (options.store.mode == "tiered") {
       auto sparse = model::make_sparse_optimizer(options.optim);
       const int width = dim + sparse->state_width(dim);
+      // Under the online controller the L1 arena is reserved for the largest budget it may grant.
+      const int owners =
+          static_cast<int>(context.layout.trainers_of_producer(context.layout.producer_of_trainer(context.index)).size());
+      const double arena_mb = options.autotune.online ? store::online_l1_max_mb(options, owners) : options.store.l1_mb;
       store_ = std::make_unique<store::TieredStore>(MPI_COMM_WORLD, comm_, producer_rank_, servers, context.index, dim,
-                                                    shape_.num_tables, store::rows_for_budget(options.store.l1_mb, width),
+                                                    shape_.num_tables, store::rows_for_budget(arena_mb, width),
                                                     std::move(sparse),
                                                     /*reports_producer=*/context.index < context.layout.producers());
     } else {
@@ -75,6 +83,7 @@ class Trainer {
     if (is_root()) writer_ = std::make_unique<io::MetricsWriter>(options.output.dir);
     rows_.resize(shape_.num_tables);
     row_grads_.resize(shape_.num_tables);
+    if (resume_.active()) restore();
   }
 
   TrainerReport run() {
@@ -88,21 +97,26 @@ class Trainer {
     const auto start = Clock::now();
     run_start_ = start;
     window_start_ = start;
-    bool final = false;
-    for (int epoch = 0; !final; ++epoch) {
+    last_checkpoint_time_ = start;
+    const int64_t first_step = report_.steps;  // > 0 when resumed
+    bool final = options_.train.steps > 0 ? report_.steps >= options_.train.steps
+                                          : first_epoch_ >= options_.train.epochs;
+    for (int epoch = first_epoch_; !final; ++epoch) {
       epoch_ = epoch;
       train_epoch(planned, start);
       final = (options_.train.steps > 0 && report_.steps >= options_.train.steps) ||
-              (options_.train.steps == 0 && epoch + 1 >= options_.train.epochs);
+              (options_.train.steps == 0 && epoch + 1 >= options_.train.epochs) || preempted_;
       if (options_.train.steps > 0 && !final && steps_this_epoch_ == 0) {
         throw Error("the training data holds less than one global batch (" +
                         std::to_string(int64_t(options_.train.batch_size) * trainers_) + " samples)",
                     "use more data or a smaller train.batch_size");
       }
       end_phase(final);
+      steps_this_epoch_ = 0;
+      epoch_samples_ = 0;
     }
     report_.train_seconds = seconds(start, Clock::now());
-    report_.samples = report_.steps * int64_t(options_.train.batch_size) * trainers_;
+    report_.samples = (report_.steps - first_step) * int64_t(options_.train.batch_size) * trainers_;
     report_.samples_per_s = report_.samples / std::max(report_.train_seconds, 1e-9);
     report_.measured_samples_per_s = report_.samples_per_s;
     if (options_.measure_after_steps > 0 && report_.steps > options_.measure_after_steps) {
@@ -110,8 +124,13 @@ class Trainer {
       report_.measured_samples_per_s = double(report_.steps - options_.measure_after_steps) *
                                        options_.train.batch_size * trainers_ / std::max(measured, 1e-9);
     }
-    if (window_steps_ > 0) flush_window(planned, /*last=*/true);  // the last partial window
+    if (window_steps_ > 0 && !preempted_) flush_window(planned, /*last=*/true);  // the last partial window
     report_.train_logloss = last_window_loss_;
+    report_.preempted = preempted_;
+    if (preempted_) {  // the checkpoint holds everything; leave quickly
+      store_->shutdown();
+      return report_;
+    }
     store_->flush();  // tiered: every dirty row goes down to the servers
 
     if (run_has_eval(options_)) evaluate();
@@ -146,13 +165,27 @@ class Trainer {
 
   void train_epoch(int64_t planned, Clock::time_point start) {
     phase_ended_ = false;
-    steps_this_epoch_ = 0;
     data::Batch batch;
     while (true) {
       int have = receive_batch(batch) ? 1 : 0;
       if (options_.train.steps > 0 && report_.steps >= options_.train.steps) have = 0;
-      int all = 0;
-      comm::check_mpi(MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, comm_), "MPI_Allreduce");
+      // One all-reduce decides, identically on every trainer: is there a step
+      // to take, is a checkpoint due, was the job told to stop (MIN of negations = OR).
+      int flags[3] = {have, checkpoint_due() ? 0 : 1, preemption_requested() ? 0 : 1};
+      int agreed[3];
+      comm::check_mpi(MPI_Allreduce(flags, agreed, 3, MPI_INT, MPI_MIN, comm_), "MPI_Allreduce");
+      const bool all = agreed[0] != 0, stop = agreed[2] == 0;
+      if ((agreed[1] == 0 || stop) && report_.steps > last_checkpoint_step_ && !options_.checkpoint.dir.empty()) {
+        write_checkpoint(stop);
+      }
+      if (stop) {
+        if (is_root()) {
+          spdlog::warn("signal {} received: stopping after step {} (exit code {})", preemption_signal(),
+                       report_.steps, kExitPreempted);
+        }
+        preempted_ = true;
+        break;
+      }
       if (!all) break;
       if (batch.size != options_.train.batch_size) {
         throw Error("trainer " + std::to_string(context_.index) + " got a batch of " + std::to_string(batch.size) +
@@ -160,6 +193,8 @@ class Trainer {
       }
       train_step(batch);
       ++steps_this_epoch_;
+      epoch_samples_ += int64_t(options_.train.batch_size) * trainers_;
+      samples_total_ += int64_t(options_.train.batch_size) * trainers_;
       if (report_.steps == options_.measure_after_steps) measure_start_ = Clock::now();
       if (report_.steps % options_.output.metrics_every == 0 ||
           report_.steps % options_.output.progress_every == 0) {
@@ -216,6 +251,7 @@ class Trainer {
                                  MPI_SUM, 0, comm_),
                       "MPI_Reduce");
     }
+    for (auto& note : gather_notes()) pending_notes_.push_back(std::move(note));
     const auto now = Clock::now();
     const double window_s = seconds(window_start_, now);
     if (is_root() && total[1] > 0) {
@@ -251,7 +287,11 @@ class Trainer {
         last_levels_ = {l1h, l1m, l2h, l2m};
         line["levels"] = level_json;
       }
-      if (last || report_.steps % options_.output.metrics_every == 0) writer_->append(line);
+      if (last || report_.steps % options_.output.metrics_every == 0) {
+        if (!pending_notes_.empty()) line["autotune"] = std::move(pending_notes_);
+        pending_notes_.clear();
+        writer_->append(line);
+      }
     }
     window_loss_ = 0;
     window_samples_ = 0;
@@ -259,9 +299,31 @@ class Trainer {
     window_start_ = now;
   }
 
+  // Collective over trainers: the controller decisions every trainer heard, on trainer 0.
+  std::vector<std::string> gather_notes() {
+    std::string mine;
+    for (const auto& n : store_->take_notes()) mine += n + "\n";
+    int size = static_cast<int>(mine.size());
+    std::vector<int> sizes(trainers_), offsets(trainers_, 0);
+    comm::check_mpi(MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm_), "MPI_Gather");
+    int total = 0;
+    for (int t = 0; t < trainers_; ++t) offsets[t] = total, total += sizes[t];
+    std::string all(is_root() ? total : 0, '\0');
+    comm::check_mpi(MPI_Gatherv(mine.data(), size, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, 0,
+                                comm_),
+                    "MPI_Gatherv");
+    std::vector<std::string> notes;
+    for (size_t at = 0; at < all.size();) {
+      const size_t end = all.find('\n', at);
+      notes.push_back(all.substr(at, end - at));
+      at = end + 1;
+    }
+    return notes;
+  }
+
   Clock::time_point run_start() const { return run_start_; }
   void end_phase(bool final) {
-    PhaseDone done{final ? 1u : 0u, 0};
+    PhaseDone done{final ? 1u : 0u, preempted_ ? 1u : 0u};
     comm::check_mpi(MPI_Send(&done, sizeof(done), MPI_BYTE, producer_rank_, comm::kTagProducerCtl, MPI_COMM_WORLD),
                     "MPI_Send");
     std::vector<char> drained;
@@ -333,8 +395,107 @@ class Trainer {
     report_.bytes_requested = traffic.bytes_requested;
   }
 
+  // Checkpoints ---------------------------------------------------------------
+
+  bool checkpoint_due() const {
+    if (options_.checkpoint.dir.empty() || report_.steps == 0 || report_.steps == last_checkpoint_step_) return false;
+    const auto& c = options_.checkpoint;
+    if (c.every_steps > 0 && report_.steps % c.every_steps == 0) return true;
+    return c.every_seconds > 0 && seconds(last_checkpoint_time_, Clock::now()) >= c.every_seconds;
+  }
+
+  // After step report_.steps, before the next one (its batch may have been
+  // received and staged already: that changes where rows are, not their values).
+  void write_checkpoint(bool preempted) {
+    const auto start = Clock::now();
+    CheckpointStamp stamp;
+    stamp.step = report_.steps;
+    stamp.epoch = epoch_;
+    stamp.step_in_epoch = steps_this_epoch_;
+    stamp.samples = samples_total_;
+    stamp.epoch_samples = epoch_samples_;
+    stamp.train_seconds = resumed_seconds_ + seconds(run_start_, start);
+    stamp.dense_optimizer_steps = optimizer_->steps_taken();
+    stamp.preempted = preempted ? 1 : 0;
+    // Caches write down, the producer parks, the servers join: see checkpointing.hpp.
+    store_->prepare_checkpoint(stamp.step);
+    comm::check_mpi(MPI_Send(&stamp, sizeof(stamp), MPI_BYTE, producer_rank_, comm::kTagCheckpoint, MPI_COMM_WORLD),
+                    "MPI_Send");
+    int ready = 0;
+    MPI_Request request;
+    comm::check_mpi(MPI_Irecv(&ready, 1, MPI_INT, producer_rank_, comm::kTagCheckpointReady, MPI_COMM_WORLD, &request),
+                    "MPI_Irecv");
+    comm::wait_politely(request);
+    store_->checkpoint_servers(&stamp, sizeof(stamp));
+    {
+      io::CheckpointWriter writer(MPI_COMM_WORLD, checkpoint_temporary(options_, stamp.step),
+                                  checkpoint_header(options_, stamp));
+      const auto& params = model_.parameters();
+      io::TrainerState state{window_loss_, window_samples_, window_steps_, last_window_loss_,
+                             {last_levels_[0], last_levels_[1], last_levels_[2], last_levels_[3]}};
+      if (is_root()) {
+        writer.write_dense(params.slices(), params.values(), optimizer_->state(), true);
+      } else {
+        writer.write_dense({}, {}, {}, false);
+      }
+      writer.write_trainer_state(state, is_root());
+      writer.write_rows(io::SparseRows{});
+      writer.write_producers(nullptr, nullptr);
+      writer.close();
+    }
+    if (context_.world_rank == 0) publish_checkpoint_file(options_, stamp.step, seconds(start, Clock::now()));
+    comm::check_mpi(MPI_Barrier(comm_), "MPI_Barrier");  // nobody trains before the file is in place
+    last_checkpoint_step_ = report_.steps;
+    last_checkpoint_time_ = Clock::now();
+    report_.checkpoints += 1;
+    report_.checkpoint_pause_s += seconds(start, last_checkpoint_time_);
+  }
+
+  // Continues from a checkpoint: dense weights and optimizer state, the step
+  // counters, and the metrics window that was open when it was written.
+  void restore() {
+    io::CheckpointReader reader(MPI_COMM_SELF, resume_.path);
+    const io::CheckpointHeader& h = reader.header();
+    auto& params = model_.parameters();
+    std::vector<float> values = reader.dense_values();
+    if (values.size() != params.size()) {
+      throw Error(resume_.path + ": " + std::to_string(values.size()) + " dense values, this model has " +
+                      std::to_string(params.size()),
+                  "resume with the model the checkpoint was written with");
+    }
+    params.values() = std::move(values);
+    optimizer_->set_state(reader.dense_optimizer_state());
+    optimizer_->set_steps_taken(h.dense_optimizer_steps);
+    const io::TrainerState state = reader.trainer_state();
+    window_loss_ = state.window_loss;
+    window_samples_ = state.window_samples;
+    window_steps_ = state.window_steps;
+    last_window_loss_ = state.last_window_loss;
+    for (int i = 0; i < 4; ++i) last_levels_[i] = state.last_levels[i];
+    report_.steps = h.step;
+    last_checkpoint_step_ = h.step;
+    first_epoch_ = static_cast<int>(h.epoch);
+    steps_this_epoch_ = h.step_in_epoch;
+    epoch_samples_ = h.epoch_samples;
+    samples_total_ = h.samples;
+    resumed_seconds_ = h.train_seconds;
+    report_.resumed_from_step = h.step;
+    if (is_root()) {
+      spdlog::info("resumed from {}: step {}, epoch {} (+{} steps into it)", resume_.path, h.step, h.epoch,
+                   h.step_in_epoch);
+    }
+  }
+
   const RunOptions& options_;
   const RankContext& context_;
+  const ResumePoint& resume_;
+  int first_epoch_ = 0;
+  int64_t epoch_samples_ = 0;      // samples of the current epoch trained (all trainers)
+  int64_t samples_total_ = 0;      // samples trained since the start of training (all trainers)
+  int64_t last_checkpoint_step_ = -1;
+  Clock::time_point last_checkpoint_time_;
+  double resumed_seconds_ = 0;     // training time before the checkpoint this run resumed from
+  bool preempted_ = false;
   int trainers_;
   MPI_Comm comm_;
   int producer_rank_;
@@ -356,14 +517,15 @@ class Trainer {
   Clock::time_point window_start_;
   Clock::time_point run_start_ = Clock::now();
   Clock::time_point measure_start_ = Clock::now();  // end of the warm-up (strata tune)
+  std::vector<std::string> pending_notes_;  // trainer 0: controller decisions not yet in metrics.jsonl
   std::array<double, 4> last_levels_{};  // l1 hits, misses, l2 hits, misses at the last metrics line
   TrainerReport report_;
 };
 
 }  // namespace
 
-TrainerReport run_trainer(const RunOptions& options, const RankContext& context) {
-  Trainer trainer(options, context);
+TrainerReport run_trainer(const RunOptions& options, const RankContext& context, const ResumePoint& resume) {
+  Trainer trainer(options, context, resume);
   return trainer.run();
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "config/options.hpp"
+#include "runtime/checkpointing.hpp"
 #include "runtime/role_layout.hpp"
 
 namespace strata::runtime {
@@ -29,8 +30,12 @@ struct TrainerReport {
   uint64_t rows_pulled = 0, bytes_pulled = 0, rows_pushed = 0, bytes_pushed = 0, bytes_requested = 0;
   uint64_t bytes_batches = 0;   // producer -> this trainer
   uint64_t bytes_allreduce = 0; // this trainer's dense all-reduce payload
+  bool preempted = false;       // stopped by SIGTERM/SIGUSR1 after writing a checkpoint
+  int64_t resumed_from_step = -1;
+  int64_t checkpoints = 0;      // written by this run
+  double checkpoint_pause_s = 0;  // training time spent writing them
 };
 
-TrainerReport run_trainer(const RunOptions& options, const RankContext& context);
+TrainerReport run_trainer(const RunOptions& options, const RankContext& context, const ResumePoint& resume);
 
 }  // namespace strata::runtime

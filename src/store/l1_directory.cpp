@@ -110,6 +110,17 @@ void L1Directory::unpin_round(int64_t round) {
   }
 }
 
+void L1Directory::evict_slot(int64_t victim_slot, StagingPlan& plan) {
+  queue_.erase(victim_slot);
+  const int32_t victim = entry_of_slot_[victim_slot];
+  entry_of_slot_[victim_slot] = -1;
+  free_slots_.push_back(static_cast<int32_t>(victim_slot));
+  entries_[victim].slot = -1;
+  --present_;
+  plan.evict.push_back(entries_[victim].id);
+  release_if_unused(victim);
+}
+
 StagingPlan L1Directory::plan(int64_t round, int depth) {
   // Retire rounds before this one: their rows leave the window and the horizon.
   while (!rounds_.empty() && rounds_.front().first < round) {
@@ -143,6 +154,12 @@ StagingPlan L1Directory::plan(int64_t round, int depth) {
   }
   StagingPlan plan;
   plan.round = round;
+  // A budget that shrank (online controller): evict down to it first.
+  while (size() > capacity_) {
+    const int64_t victim_slot = queue_.peek_victim();
+    if (victim_slot < 0) break;
+    evict_slot(victim_slot, plan);
+  }
   for (int32_t index : rounds_.front().second) {
     if (entries_[index].slot >= 0) {
       policy_.record_access(entries_[index].usage, round);
@@ -152,14 +169,7 @@ StagingPlan L1Directory::plan(int64_t round, int depth) {
     if (size() >= capacity_) {
       const int64_t victim_slot = queue_.peek_victim();
       if (victim_slot < 0) throw Error("L1Directory: no evictable row although the window fits (bug)");
-      queue_.erase(victim_slot);
-      const int32_t victim = entry_of_slot_[victim_slot];
-      entry_of_slot_[victim_slot] = -1;
-      free_slots_.push_back(static_cast<int32_t>(victim_slot));
-      entries_[victim].slot = -1;
-      --present_;
-      plan.evict.push_back(entries_[victim].id);
-      release_if_unused(victim);
+      evict_slot(victim_slot, plan);
     }
     Entry& e = entries_[index];  // entries_ does not grow in this loop
     if (!free_slots_.empty()) {

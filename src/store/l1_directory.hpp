@@ -49,6 +49,9 @@ class L1Directory {
 
   int64_t size() const { return present_; }
   int64_t capacity() const { return capacity_; }
+  // The online controller's new budget: the next plan evicts down to it. Never
+  // below the current window (callers check; the plan would refuse it).
+  void set_capacity(int64_t rows) { capacity_ = rows; }
   // Distinct rows the current window needs (the minimum capacity).
   int64_t window_rows() const { return pinned_; }
 
@@ -62,6 +65,7 @@ class L1Directory {
   };
   int32_t entry_index(const RowId& id);  // creates the entry when absent
   void release_if_unused(int32_t index);
+  void evict_slot(int64_t slot, StagingPlan& plan);
   void pin_round(int64_t round);
   void unpin_round(int64_t round);
   int64_t next_use_after(const Entry& entry, int64_t round) const;

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <new>
 
@@ -13,10 +14,11 @@
 
 namespace strata::store {
 
-L2HostTier::L2HostTier(int64_t capacity_rows, int width, const EvictionPolicy& policy, MPI_Comm world,
+L2HostTier::L2HostTier(int64_t capacity_rows, int64_t arena_rows, int width, const EvictionPolicy& policy, MPI_Comm world,
                        std::vector<int> server_ranks, std::function<void()> service,
                        std::function<void(const RowId&, float*)> new_row,
-                       std::function<int64_t(const RowId&)> next_use, const AccessHistory* history)
+                       std::function<int64_t(const RowId&)> next_use, const AccessHistory* history,
+                       bool servers_may_hold_rows)
     : width_(width),
       policy_(policy),
       world_(world),
@@ -25,10 +27,12 @@ L2HostTier::L2HostTier(int64_t capacity_rows, int width, const EvictionPolicy& p
       queue_(policy),
       new_row_(std::move(new_row)),
       next_use_(std::move(next_use)),
-      history_(history) {
-  if (capacity_rows > 0) {
+      history_(history),
+      servers_may_hold_rows_(servers_may_hold_rows) {
+  if (capacity_rows > 0 || arena_rows > 0) {
     try {
-      cache_ = std::make_unique<RowCache>(capacity_rows, width);
+      cache_ = std::make_unique<RowCache>(std::max(capacity_rows, arena_rows), width);
+      cache_->set_limit(capacity_rows);
 
     } catch (const std::bad_alloc&) {
       spdlog::warn("L2: cannot allocate {} rows ({:.1f} MiB); falling back to Scheme A for L2 traffic",
@@ -51,6 +55,24 @@ void L2HostTier::touch(int64_t slot, int64_t round) {
   policy_.record_access(usage_[slot], round);
   usage_[slot].next_use = next_use_(cache_->id(slot));
   queue_.update(slot, usage_[slot]);
+}
+
+void L2HostTier::set_capacity(int64_t rows) {
+  if (!cache_) return;
+  RowBlock spill;
+  spill.width = width_;
+  cache_->set_limit(std::max<int64_t>(rows, 0));
+  while (cache_->size() > cache_->capacity()) {
+    const int64_t victim = queue_.peek_victim();
+    if (victim < 0) break;
+    if (cache_->dirty(victim)) {
+      spill.append(cache_->id(victim), cache_->row(victim));
+      counters_.write_backs_to_l3 += 1;
+    }
+    remove(victim);
+    counters_.evictions += 1;
+  }
+  if (spill.size()) write_to_servers(spill, /*wait=*/false);
 }
 
 void L2HostTier::note_future_use(const RowId& id, int64_t round) {
@@ -119,7 +141,7 @@ void L2HostTier::read(const std::vector<RowId>& ids, int64_t /*round*/, RowBlock
 
 void L2HostTier::write_back(const RowBlock& rows, int64_t round) {
   if (rows.size() == 0) return;
-  if (!cache_) {
+  if (!cache_ || cache_->capacity() == 0) {
     counters_.fallback_rows += rows.size();
     write_to_servers(rows, /*wait=*/false);
     counters_.write_backs_to_l3 += rows.size();
@@ -172,7 +194,7 @@ void L2HostTier::fetch_from_servers(const std::vector<RowId>& ids, RowBlock& out
   out.ids.resize(first + ids.size());
   out.values.resize((first + ids.size()) * width_);
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (!on_servers_.contains(ids[i])) {  // never written down: the servers do not have it
+    if (!servers_may_hold_rows_ && !on_servers_.contains(ids[i])) {  // never written down: the servers lack it
       out.ids[first + i] = ids[i];
       new_row_(ids[i], out.values.data() + (first + i) * width_);
       counters_.rows_created += 1;

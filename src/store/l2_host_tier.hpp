@@ -37,10 +37,11 @@ class L2HostTier {
   // rows they hold; a row they do not hold is made here instead of fetched.
   // `next_use` tells the look-ahead policy the next round a row is known to be
   // needed in (INT64_MAX if none).
-  L2HostTier(int64_t capacity_rows, int width, const EvictionPolicy& policy, MPI_Comm world,
+  // arena_rows >= capacity_rows: reserved for budgets the online controller may grant later.
+  L2HostTier(int64_t capacity_rows, int64_t arena_rows, int width, const EvictionPolicy& policy, MPI_Comm world,
              std::vector<int> server_ranks, std::function<void()> service,
              std::function<void(const RowId&, float*)> new_row, std::function<int64_t(const RowId&)> next_use,
-             const AccessHistory* history = nullptr);
+             const AccessHistory* history = nullptr, bool servers_may_hold_rows = false);
   // A round that needs `id` entered the look-ahead horizon (no-op if the row is not here).
   void note_future_use(const RowId& id, int64_t round);
 
@@ -54,12 +55,16 @@ class L2HostTier {
 
   const L2Counters& counters() const { return counters_; }
   int64_t capacity() const { return cache_ ? cache_->capacity() : 0; }
+  int64_t arena_rows() const { return cache_ ? cache_->arena_rows() : 0; }
   int64_t size() const { return cache_ ? cache_->size() : 0; }
   bool fallback() const { return !cache_; }
   // While refusing, L2 takes no new rows (as when its memory is exhausted): misses
   // pass straight from the servers to L1 and write-backs of rows it does not
   // hold go straight to the servers. Used by the fault-injection flag.
   void set_refusing(bool refusing);
+  // The online controller's new budget in rows (up to the arena): shrinking
+  // evicts now, dirty victims going to the servers.
+  void set_capacity(int64_t rows);
 
  private:
   void make_room(RowBlock& spill);  // evicts until one row fits; dirty victims go to spill
@@ -89,6 +94,7 @@ class L2HostTier {
   std::function<int64_t(const RowId&)> next_use_;
   const AccessHistory* history_;
   RowMap<uint8_t> on_servers_;  // rows this tier has written to the servers
+  bool servers_may_hold_rows_ = false;  // resumed: the servers started with rows; always ask them
 };
 
 }  // namespace strata::store

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -45,10 +46,19 @@ class ParameterStore {
   virtual void push(const data::Batch& batch, const std::vector<std::vector<float>>& grads) = 0;
   // Collective over trainers: writes every cached row down to the servers (after training).
   virtual void flush() {}
+  // Checkpoint, step 1: cached dirty rows start down towards the servers (they
+  // stay cached, clean); the producer completes it before it answers "ready".
+  virtual void prepare_checkpoint(int64_t /*step*/) {}
+  // Checkpoint, step 2: a kCheckpoint round tells every server to join the write.
+  virtual void checkpoint_servers(const void* stamp, size_t bytes) = 0;
   // Collective over trainers: returns every row on trainer 0 (empty elsewhere).
   virtual RowDump dump_rows() = 0;
   // Collective over trainers: releases the store's ranks (servers exit their loop).
   virtual void shutdown() = 0;
+
+  // Decisions of the online controller since the last call (tiered mode, the
+  // first trainer of each producer), for metrics.jsonl.
+  virtual std::vector<std::string> take_notes() { return {}; }
 
   // Cumulative per-level counters for metrics.jsonl, as (name, value) pairs in
   // a fixed order (the same on every trainer). Empty in ps mode.

@@ -20,7 +20,8 @@ int64_t rows_for_budget(double megabytes, int width) {
 }
 
 ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vector<int> owners,
-                                 std::vector<int> owner_ranks, std::vector<int> server_ranks, MPI_Comm world)
+                                 std::vector<int> owner_ranks, std::vector<int> server_ranks, MPI_Comm world,
+                                 bool servers_may_hold_rows)
     : seed_(options.train.seed),
       row_init_scale_(options.model.row_init_scale),
       dim_(options.model.embedding_dim),
@@ -35,6 +36,7 @@ ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vect
       policy_(make_eviction_policy(options.store.policy, options.store.decay)),
       evicted_(owners_.size()),
       flushed_(owners_.size(), false),
+      checkpoint_flushed_(owners_.size(), false),
       started_(owners_.size(), -1),
       fallback_late_rounds_(options.store.fallback_late_rounds),
       trainers_(options.layout.trainers),
@@ -54,11 +56,21 @@ ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vect
   for (int owner : owners_) {
     directories_.emplace_back(owner, l1_rows_, width * int(sizeof(float)), *policy_, history_.get());
   }
-  l2_ = std::make_unique<L2HostTier>(rows_for_budget(options.store.l2_mb, width), width, *policy_, world,
+  // Under the online controller the arenas are reserved for the largest budget it may grant.
+  int64_t l2_arena_rows = rows_for_budget(options.store.l2_mb, width);
+  if (options.autotune.online && options.store.mode == "tiered") {
+    controller_ = std::make_unique<OnlineController>(options.autotune, options.store.horizon,
+                                                     static_cast<int>(owners_.size()), width * int(sizeof(float)),
+                                                     online_l1_max_mb(options, static_cast<int>(owners_.size())));
+    budgets_ = {options.store.l1_mb, options.store.l2_mb, options.store.prefetch_depth};
+    every_steps_ = options.autotune.every_steps;
+    l2_arena_rows = rows_for_budget(options.store.l2_mb + options.store.l1_mb * double(owners_.size()), width);
+  }
+  l2_ = std::make_unique<L2HostTier>(rows_for_budget(options.store.l2_mb, width), l2_arena_rows, width, *policy_, world,
                                      std::move(server_ranks), [this] { poll(); },
                                      [this](const RowId& id, float* row) { new_row(id, row); },
                                      [this](const RowId& id) { return directory_of(id).next_use(id); },
-                                     history_.get());
+                                     history_.get(), servers_may_hold_rows);
 }
 
 void ProducerStaging::new_row(const RowId& id, float* row) const {
@@ -109,6 +121,10 @@ void ProducerStaging::apply_arrived() {
       flushed_[arrived.owner_index] = true;
       continue;
     }
+    if (header.kind == WriteBackKind::kCheckpoint) {
+      checkpoint_flushed_[arrived.owner_index] = true;
+      continue;
+    }
     auto& queue = evicted_[arrived.owner_index];
     if (queue.empty() || queue.front().first != header.round) {
       throw Error("write-back of round " + std::to_string(header.round) + " from trainer " +
@@ -128,6 +144,7 @@ StagingMessage ProducerStaging::stage(int64_t round, size_t owner_index) {
   apply_arrived();
   StagingPlan plan = directories_[owner_index].plan(round, depth_);
   counters_.max_window_rows = std::max(counters_.max_window_rows, directories_[owner_index].window_rows());
+  window_max_rows_ = std::max(window_max_rows_, directories_[owner_index].window_rows());
   counters_.l1_hits += plan.hits;
   counters_.l1_misses += plan.insert.size();
   counters_.l1_evictions += plan.evict.size();
@@ -139,6 +156,7 @@ StagingMessage ProducerStaging::stage(int64_t round, size_t owner_index) {
     while (is_pending(id)) {
       poll();
       if (arrived_.empty()) {
+        if (on_wait_) on_wait_();  // the trainer may be waiting for a checkpoint before it sends the row
         backoff.pause();
       } else {
         apply_arrived();
@@ -156,7 +174,36 @@ StagingMessage ProducerStaging::stage(int64_t round, size_t owner_index) {
   ++counters_.rounds;
   counters_.staging_s += since(start);
   fill_stats(message.stats);
+  message.note = pending_note_;
   return message;
+}
+
+std::string ProducerStaging::run_controller(int64_t round) {
+  pending_note_.clear();
+  if (!controller_ || round == 0 || round % every_steps_ != 0) return {};
+  ControllerWindow w;
+  w.rounds = counters_.rounds - window_start_counters_.rounds;
+  w.late_rounds = counters_.late_rounds - window_start_counters_.late_rounds;
+  w.l1_hits = counters_.l1_hits - window_start_counters_.l1_hits;
+  w.l1_misses = counters_.l1_misses - window_start_counters_.l1_misses;
+  w.l2_hits = l2_->counters().hits - window_start_l2_.hits;
+  w.window_rows = window_max_rows_;
+  window_start_counters_ = counters_;
+  window_start_l2_ = l2_->counters();
+  window_max_rows_ = 0;
+  const ControllerDecision d = controller_->decide(w, budgets_);
+  if (d.action.empty()) return {};
+  const int64_t l1_rows = rows_for_budget(d.next.l1_mb, width_);
+  for (const auto& dir : directories_) {
+    if (dir.window_rows() > l1_rows) return {};  // never below a window in use
+  }
+  for (auto& dir : directories_) dir.set_capacity(l1_rows);
+  l1_rows_ = l1_rows;
+  l2_->set_capacity(rows_for_budget(d.next.l2_mb, width_));
+  depth_ = d.next.prefetch_depth;
+  budgets_ = d.next;
+  pending_note_ = "step " + std::to_string(round) + ": " + d.action + " (" + d.reason + ")";
+  return pending_note_;
 }
 
 void ProducerStaging::fill_stats(double* st) const {
@@ -167,6 +214,9 @@ void ProducerStaging::fill_stats(double* st) const {
   st[kStatL2WriteBacks] = double(l2.write_backs_to_l3), st[kStatFallbackRows] = double(l2.fallback_rows);
   st[kStatBytesL3ToL2] = double(l2.bytes_from_l3), st[kStatBytesL2ToL3] = double(l2.bytes_to_l3);
   st[kStatStagingS] = counters_.staging_s;
+  st[kStatL1Mb] = controller_ ? budgets_.l1_mb : double(l1_rows_) * width_ * sizeof(float) / 1048576.0;
+  st[kStatL2Mb] = double(l2_->capacity()) * width_ * sizeof(float) / 1048576.0;
+  st[kStatPrefetchDepth] = depth_;
 }
 
 bool ProducerStaging::note_lateness(int64_t round) {
@@ -192,6 +242,34 @@ StagingMessage ProducerStaging::switch_message(int64_t round) const {
   return message;
 }
 
+void ProducerStaging::service() {
+  poll();
+  apply_arrived();
+}
+
+void ProducerStaging::write_down_for_checkpoint() {
+  if (finished_) return;  // training over or switched to Scheme A: the servers hold everything
+  // Every owner sends its dirty L1 rows, unless it already flushed for good
+  // (a switch to Scheme A in progress).
+  auto all_in = [&] {
+    for (size_t i = 0; i < owners_.size(); ++i) {
+      if (!checkpoint_flushed_[i] && !flushed_[i]) return false;
+    }
+    return true;
+  };
+  comm::Backoff backoff;
+  while (!all_in()) {
+    poll();
+    if (arrived_.empty()) {
+      backoff.pause();
+    } else {
+      apply_arrived();
+    }
+  }
+  checkpoint_flushed_.assign(owners_.size(), false);
+  l2_->flush();  // acknowledged by every server: they hold every row at its newest value
+}
+
 void ProducerStaging::finish_training() {
   comm::Backoff backoff;
   while (true) {
@@ -200,6 +278,7 @@ void ProducerStaging::finish_training() {
     bool all = true;
     for (bool f : flushed_) all = all && f;
     if (all) break;
+    if (on_wait_) on_wait_();
     backoff.pause();
   }
   for (const auto& queue : evicted_) {
@@ -210,6 +289,7 @@ void ProducerStaging::finish_training() {
     int done = 1;
     comm::check_mpi(MPI_Send(&done, 1, MPI_INT, rank, comm::kTagFlushDone, world_), "MPI_Send");
   }
+  finished_ = true;
 }
 
 }  // namespace strata::store

@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "store/eviction_policy.hpp"
 #include "store/l1_directory.hpp"
 #include "store/l2_host_tier.hpp"
+#include "store/online_controller.hpp"
 #include "store/row_map.hpp"
 #include "store/staging_message.hpp"
 #include "io/access_trace.hpp"
@@ -38,8 +40,10 @@ int64_t rows_for_budget(double megabytes, int width);
 class ProducerStaging {
  public:
   // owners: trainer indices this producer feeds; owner_ranks: their world ranks.
+  // servers_may_hold_rows: resumed from a checkpoint, so a row this producer
+  // never wrote down may still be on the servers (always fetch, never create).
   ProducerStaging(const RunOptions& options, int width, std::vector<int> owners, std::vector<int> owner_ranks,
-                  std::vector<int> server_ranks, MPI_Comm world);
+                  std::vector<int> server_ranks, MPI_Comm world, bool servers_may_hold_rows = false);
 
   // Round r's rows owned by owners()[i] (unique), from every producer's batches.
   void add_round(int64_t round, const std::vector<std::vector<RowId>>& rows_per_owner);
@@ -47,6 +51,15 @@ class ProducerStaging {
   StagingMessage stage(int64_t round, size_t owner_index);
   // Receives write-backs that have arrived (any wait loop may call it).
   void poll();
+  // poll() and apply what arrived. Only from outside L2 operations (the
+  // producer's own wait loops), since applying write-backs changes L2.
+  void service();
+  // Checkpoint: waits for every owner's flushed L1 rows, then writes L2 down to
+  // the servers (acknowledged). Rows stay cached, clean.
+  void write_down_for_checkpoint();
+  // Called while staging waits on a trainer (for a row on its way back, or
+  // its final flush): the producer joins a checkpoint the trainers started.
+  void set_wait_hook(std::function<void()> hook) { on_wait_ = std::move(hook); }
   // End of training (or the switch to Scheme A): applies every write-back and
   // flush, writes L2 down to the servers, then tells each trainer it may read
   // the servers.
@@ -65,6 +78,11 @@ class ProducerStaging {
   const StagingCounters& counters() const { return counters_; }
   const L2Counters& l2_counters() const { return l2_->counters(); }
   int64_t l1_capacity_rows() const { return l1_rows_; }
+  // The prefetch depth now (the online controller may change it between rounds).
+  int prefetch_depth() const { return depth_; }
+  // autotune.online: every every_steps rounds, decide and apply; returns the
+  // log line of a change ("" when nothing changed). Once per round, before staging it.
+  std::string run_controller(int64_t round);
   int64_t l2_capacity_rows() const { return l2_->capacity(); }
 
  private:
@@ -106,8 +124,18 @@ class ProducerStaging {
   std::vector<int64_t> started_;  // per owner: newest round whose plan it applied (from its write-backs)
   int fallback_late_rounds_ = 0;
   int64_t late_run_ = 0;          // consecutive late rounds
+  std::vector<bool> checkpoint_flushed_;  // per owner: its checkpoint write-back was applied
+  bool finished_ = false;         // finish_training done: L2 is written down for good
+  std::function<void()> on_wait_;
   int trainers_ = 1, producers_ = 1;  // trainer t is fed by producer t % producers, as its (t / producers)-th
   std::vector<RowId> absent_;     // scratch: a round's rows not in L1
+  std::unique_ptr<OnlineController> controller_;  // autotune.online
+  ControllerBudgets budgets_;     // where the controller has put the budgets
+  StagingCounters window_start_counters_;
+  L2Counters window_start_l2_;
+  int64_t window_max_rows_ = 0;   // largest pinned window since the last decision
+  int64_t every_steps_ = 0;
+  std::string pending_note_;      // the latest decision, carried by the next staging messages
   std::unique_ptr<io::AccessTraceWriter> trace_;  // output.trace (one file per producer)
   StagingCounters counters_;
 };

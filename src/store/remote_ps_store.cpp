@@ -108,12 +108,13 @@ void RemotePsStore::push(const data::Batch& /*batch*/, const std::vector<std::ve
   // The sends complete in the background; the next pull waits for them first.
 }
 
-void RemotePsStore::send_header_only(ServerOp op) {
+void RemotePsStore::send_header_only(ServerOp op, const void* payload, size_t bytes) {
   finish_pending_sends();
   std::vector<std::vector<char>> buffers(server_ranks_.size());
   for (size_t s = 0; s < server_ranks_.size(); ++s) {
     comm::ByteWriter writer(buffers[s]);
     writer.put(RequestHeader{op, static_cast<uint32_t>(num_tables_), step_});
+    if (bytes) writer.append(payload, bytes);
     pending_sends_.push_back(comm::send_bytes(world_, server_ranks_[s], comm::kTagServerRequest, buffers[s]));
   }
   finish_pending_sends();
@@ -159,5 +160,9 @@ RowDump RemotePsStore::dump_rows() {
 }
 
 void RemotePsStore::shutdown() { send_header_only(ServerOp::kStop); }
+
+void RemotePsStore::checkpoint_servers(const void* stamp, size_t bytes) {
+  send_header_only(ServerOp::kCheckpoint, stamp, bytes);
+}
 
 }  // namespace strata::store

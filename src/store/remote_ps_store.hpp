@@ -21,6 +21,7 @@ class RemotePsStore : public ParameterStore {
   void pull(const data::Batch& batch, std::vector<std::vector<float>>& rows, bool for_training) override;
   void push(const data::Batch& batch, const std::vector<std::vector<float>>& grads) override;
   RowDump dump_rows() override;
+  void checkpoint_servers(const void* stamp, size_t bytes) override;
   void shutdown() override;
 
  private:
@@ -32,7 +33,7 @@ class RemotePsStore : public ParameterStore {
     std::vector<char> send_buffer;
     std::vector<char> reply_buffer;
   };
-  void send_header_only(ServerOp op);
+  void send_header_only(ServerOp op, const void* payload = nullptr, size_t bytes = 0);
   void finish_pending_sends();
 
   MPI_Comm world_;

@@ -9,6 +9,7 @@ namespace strata::store {
 
 RowCache::RowCache(int64_t capacity_rows, int width)
     : capacity_(capacity_rows),
+      limit_(capacity_rows),
       width_(width),
       arena_(new float[static_cast<size_t>(capacity_rows) * width]),
       slot_of_(static_cast<size_t>(std::min<int64_t>(capacity_rows, 4096))) {}

@@ -24,9 +24,12 @@ class RowCache {
   RowCache(int64_t capacity_rows, int width);
 
   int width() const { return width_; }
-  int64_t capacity() const { return capacity_; }
+  int64_t capacity() const { return limit_; }   // rows it may hold now (<= the arena)
+  int64_t arena_rows() const { return capacity_; }
+  // Changes how many rows it may hold, up to the arena; evict down to it first.
+  void set_limit(int64_t rows) { limit_ = rows < capacity_ ? rows : capacity_; }
   int64_t size() const { return static_cast<int64_t>(slot_of_.size()); }
-  bool full() const { return size() >= capacity_; }
+  bool full() const { return size() >= limit_; }
   size_t arena_bytes() const { return static_cast<size_t>(capacity_) * width_ * sizeof(float); }
 
   int64_t find(const RowId& id) const {
@@ -49,7 +52,8 @@ class RowCache {
   }
 
  private:
-  int64_t capacity_;
+  int64_t capacity_;  // arena rows
+  int64_t limit_;     // rows it may hold now
   int width_;
   std::unique_ptr<float[]> arena_;  // (capacity, width), uninitialised
   std::vector<uint8_t> dirty_;      // (slots used so far)

@@ -14,6 +14,7 @@ enum class ServerOp : uint32_t {
   kPush = 3,       // payload: gradients (n, dim) in the order of this step's pull
   kDump = 4,       // reply to trainer 0 only: ids, counts and rows in canonical order
   kStop = 5,       // the server leaves its loop
+  kCheckpoint = 6, // payload: runtime::CheckpointStamp; every rank then writes its part of a checkpoint
 };
 
 struct RequestHeader {

@@ -71,6 +71,15 @@ void ServerShard::store_full(const RowId* ids, size_t n, const float* rows) {
   }
 }
 
+void ServerShard::restore_rows(const RowId* ids, size_t n, const float* rows, const uint64_t* counts) {
+  const int width = table_.width();
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t slot = table_.find_or_insert(ids[i].table, ids[i].key, nullptr);
+    std::memcpy(table_.row(slot), rows + i * width, sizeof(float) * width);
+    table_.access_count(slot) = counts[i];
+  }
+}
+
 void ServerShard::pull_read_only(const uint32_t* tables, const uint64_t* keys, size_t n, float* values) const {
   const int dim = options_.dim;
   for (size_t i = 0; i < n; ++i) {

@@ -42,6 +42,8 @@ class ServerShard {
   void fetch_full(const RowId* ids, size_t n, float* rows) const;
   // Tiered mode: rows written back from L2, newer than what the shard holds.
   void store_full(const RowId* ids, size_t n, const float* rows);
+  // Resume: rows (n, width) with their access counts, from a checkpoint.
+  void restore_rows(const RowId* ids, size_t n, const float* rows, const uint64_t* counts);
 
   const RowTable& rows() const { return table_; }
   RowTable& rows() { return table_; }

@@ -30,7 +30,8 @@ RowBlock read_row_block(const char* data, size_t size, size_t* consumed) {
 const char* producer_stat_name(int stat) {
   static const char* names[kProducerStats] = {"l1_hits", "l1_misses", "l1_evictions", "l2_hits",
                                               "l2_misses", "l2_evictions", "l2_write_backs", "fallback_rows",
-                                              "bytes_l3_to_l2", "bytes_l2_to_l3", "staging_s"};
+                                              "bytes_l3_to_l2", "bytes_l2_to_l3", "staging_s",
+                                              "l1_mb", "l2_mb", "prefetch_depth"};
   return names[stat];
 }
 
@@ -41,6 +42,7 @@ void append_staging(const StagingMessage& message, std::vector<char>& out) {
   writer.put(message.stats);
   writer.put_vector(message.evict);
   writer.put_vector(message.insert_dirty);
+  writer.put_string(message.note);
   append_row_block(message.insert, out);
 }
 
@@ -53,6 +55,7 @@ StagingMessage read_staging(const char* data, size_t size) {
   std::copy(stats.begin(), stats.end(), message.stats);
   reader.get_vector(message.evict);
   reader.get_vector(message.insert_dirty);
+  message.note = reader.get_string();
   const size_t used = size - reader.remaining();
   size_t consumed = 0;
   message.insert = read_row_block(data + used, size - used, &consumed);

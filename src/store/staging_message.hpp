@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "store/row_key.hpp"
@@ -28,7 +29,7 @@ struct RowBlock {
 // that trainer 0 can put them in metrics.jsonl without another message.
 enum ProducerStat { kStatL1Hits, kStatL1Misses, kStatL1Evictions, kStatL2Hits, kStatL2Misses, kStatL2Evictions,
                     kStatL2WriteBacks, kStatFallbackRows, kStatBytesL3ToL2, kStatBytesL2ToL3, kStatStagingS,
-                    kProducerStats };
+                    kStatL1Mb, kStatL2Mb, kStatPrefetchDepth, kProducerStats };
 const char* producer_stat_name(int stat);
 
 struct StagingMessage {
@@ -40,6 +41,7 @@ struct StagingMessage {
   RowBlock insert;
   std::vector<uint8_t> insert_dirty;  // (insert.size()) 1: newer than the servers' copy (came from L2 dirty)
   double stats[kProducerStats] = {};
+  std::string note;            // an online controller decision made for this round ("" if none)
 };
 
 void append_staging(const StagingMessage& message, std::vector<char>& out);

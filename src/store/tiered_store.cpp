@@ -30,6 +30,7 @@ TieredStore::TieredStore(MPI_Comm world, MPI_Comm trainers, int producer_rank, s
 void TieredStore::stage(const char* staging, size_t bytes) {
   StagingMessage message = read_staging(staging, bytes);
   std::copy(message.stats, message.stats + kProducerStats, producer_stats_);
+  if (reports_producer_ && !message.note.empty()) notes_.push_back(message.note);
   if (message.switch_to_ps) {
     // Scheme A from this step on: every dirty row goes down to the servers,
     // which then serve pulls and apply pushes exactly as in ps mode.
@@ -184,6 +185,19 @@ void TieredStore::flush() {
   // Every producer has written its L2 down once every trainer has heard from its own.
   comm::check_mpi(MPI_Barrier(trainers_comm_), "MPI_Barrier");
   flushed_ = true;
+}
+
+void TieredStore::prepare_checkpoint(int64_t step) {
+  if (flushed_) return;  // after a switch to Scheme A the servers hold everything
+  RowBlock dirty;
+  l1_.collect_dirty(dirty);  // marked clean: the rows stay in L1
+  counters_.bytes_written_back += dirty.values.size() * sizeof(float);
+  write_backs_.push_back({MPI_REQUEST_NULL, {}});
+  std::vector<char>& buffer = write_backs_.back().bytes;
+  comm::ByteWriter writer(buffer);
+  writer.put(WriteBackHeader{WriteBackKind::kCheckpoint, step});
+  append_row_block(dirty, buffer);
+  write_backs_.back().request = comm::send_bytes(world_, producer_rank_, comm::kTagWriteBack, buffer);
 }
 
 std::vector<std::pair<const char*, double>> TieredStore::level_stats() const {

@@ -38,10 +38,13 @@ class TieredStore : public ParameterStore {
   void pull(const data::Batch& batch, std::vector<std::vector<float>>& rows, bool for_training) override;
   void push(const data::Batch& batch, const std::vector<std::vector<float>>& grads) override;
   void flush() override;
+  void prepare_checkpoint(int64_t step) override;
+  void checkpoint_servers(const void* stamp, size_t bytes) override { servers_.checkpoint_servers(stamp, bytes); }
   RowDump dump_rows() override;
   void shutdown() override;
 
   std::vector<std::pair<const char*, double>> level_stats() const override;
+  std::vector<std::string> take_notes() override { return std::move(notes_); }
 
   const TieredCounters& counters() const { return counters_; }
   const L1DeviceTier& l1() const { return l1_; }
@@ -64,6 +67,7 @@ class TieredStore : public ParameterStore {
   TieredCounters counters_;
   bool reports_producer_ = false;            // first trainer of its producer: carries its counters
   double producer_stats_[kProducerStats] = {};  // latest snapshot from the staging plans
+  std::vector<std::string> notes_;              // online controller decisions not yet logged
 
   // This step's requests, kept from pull() for push().
   std::vector<std::vector<uint32_t>> table_of_request_;   // per owner: table of each key sent

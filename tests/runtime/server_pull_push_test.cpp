@@ -37,7 +37,7 @@ TEST(ServerPullPush, RowsUpdateSynchronously) {
   const int dim = 4;
 
   if (context.role == Role::kServer) {
-    ServerReport report = run_server(options, context);
+    ServerReport report = run_server(options, context, ResumePoint{});
     EXPECT_EQ(report.rounds, 6);  // pull, push, pull(eval), pull, dump, stop
   } else if (context.role == Role::kTrainer) {
     std::vector<int> servers;

@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""End-to-end tests of checkpoints: exact restart in both store modes, resharding
+onto other layouts, preemption by signal, ranks killed mid-step, and damaged
+files. Real mpirun jobs of the strata binary; run by ctest (tests/e2e/CMakeLists.txt).
+
+usage: checkpoint_e2e.py CASE --strata BIN --mpiexec MPIEXEC --workdir DIR
+"""
+import argparse
+import glob
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from strata_e2e import TINY, Runner  # noqa: E402
+
+PREEMPTED = 85  # runtime/preemption.hpp
+
+
+def metrics(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return {line["step"]: line for line in map(json.loads, f)}
+
+
+def checkpoints(directory):
+    return sorted(p for p in glob.glob(os.path.join(directory, "ckpt-*.h5")))
+
+
+def resume_matches(r, mode, trainers):
+    """Stop at step 40 with a checkpoint, resume to 60: the same digest, eval
+    metrics and loss at every metrics step as a run that never stopped."""
+    ranks = trainers + 2
+    common = [f"--layout.trainers={trainers}", f"--store.mode={mode}", "--output.metrics_every=10"]
+    whole = r.run(f"{mode}_whole", ranks, *common, "--train.steps=60")
+    ckpt = os.path.join(r.workdir, f"{mode}_ckpt")
+    first = r.run(f"{mode}_first", ranks, *common, "--train.steps=40", "--checkpoint.dir=" + ckpt,
+                  "--checkpoint.every_steps=10", "--checkpoint.keep=2")
+    files = checkpoints(ckpt)
+    assert [os.path.basename(p) for p in files] == ["ckpt-0000000030.h5", "ckpt-0000000040.h5"], files
+    assert first["checkpoints"]["written"] == 4
+    second = r.run(f"{mode}_second", ranks, *common, "--train.steps=60", "--resume=" + files[-1])
+    assert second["checkpoints"]["resumed_from_step"] == 40, second["checkpoints"]
+    assert second["steps"] == 60
+    assert second["params_digest"] == whole["params_digest"], f"{mode}: resumed run trained different numbers"
+    assert second["eval_logloss"] == whole["eval_logloss"] and second["eval_auc"] == whole["eval_auc"]
+    m_whole, m_second = metrics(os.path.join(r.workdir, f"{mode}_whole")), metrics(
+        os.path.join(r.workdir, f"{mode}_second"))
+    for step in (50, 60):
+        assert m_second[step]["loss"] == m_whole[step]["loss"], (step, m_second[step]["loss"], m_whole[step]["loss"])
+    # Checkpoints do not change the numbers of the run that writes them.
+    with_ckpt = r.run(f"{mode}_with_ckpt", ranks, *common, "--train.steps=60", "--checkpoint.dir=" + ckpt + "2",
+                      "--checkpoint.every_steps=15")
+    assert with_ckpt["params_digest"] == whole["params_digest"]
+    # --resume=latest picks the newest in checkpoint.dir.
+    latest = r.run(f"{mode}_latest", ranks, *common, "--train.steps=60", "--checkpoint.dir=" + ckpt,
+                   "--resume=latest")
+    assert latest["params_digest"] == whole["params_digest"]
+    print(f"{mode}: resumed at 40, digest {whole['params_digest'][:16]} as uninterrupted")
+
+
+def case_resume_ps(r):
+    resume_matches(r, "ps", 2)
+
+
+def case_resume_tiered(r):
+    resume_matches(r, "tiered", 2)
+
+
+def case_reshard(r):
+    """A checkpoint continues on another layout: rows re-hash to their new
+    servers and owners, the data stream continues at the next sample. More or
+    fewer servers and producers change nothing (synthetic data); more or fewer
+    trainers at the same global batch stay within float tolerance."""
+    ckpt = os.path.join(r.workdir, "ckpt")
+    base = ["--output.metrics_every=10"]
+    two = r.run("two_whole", 4, "--layout.trainers=2", "--train.batch_size=128", *base, "--train.steps=60")
+    r.run("two_first", 4, "--layout.trainers=2", "--train.batch_size=128", *base, "--train.steps=30",
+          "--checkpoint.dir=" + ckpt, "--checkpoint.every_steps=30")
+    saved = checkpoints(ckpt)[-1]
+    # 2 trainers -> 1 trainer (same global batch 256).
+    one = r.run("one_resumed", 3, "--layout.trainers=1", "--train.batch_size=256", *base, "--train.steps=60",
+                "--resume=" + saved)
+    for key in ("eval_logloss", "eval_auc"):
+        assert abs(one[key] - two[key]) < 1e-4, (key, one[key], two[key])
+    # Same trainers, 2 servers and 2 producers: bit for bit.
+    wide = r.run("wide_resumed", 6, "--layout.trainers=2", "--layout.servers=2", "--layout.producers=2",
+                 "--train.batch_size=128", *base, "--train.steps=60", "--resume=" + saved)
+    assert wide["params_digest"] == two["params_digest"], "more servers/producers changed the numbers"
+    # 1 trainer -> 4 trainers (global batch 256).
+    ckpt1 = os.path.join(r.workdir, "ckpt1")
+    single = r.run("single_whole", 3, "--layout.trainers=1", "--train.batch_size=256", *base, "--train.steps=60")
+    r.run("single_first", 3, "--layout.trainers=1", "--train.batch_size=256", *base, "--train.steps=30",
+          "--checkpoint.dir=" + ckpt1, "--checkpoint.every_steps=30")
+    four = r.run("four_resumed", 6, "--layout.trainers=4", "--train.batch_size=64", *base, "--train.steps=60",
+                 "--resume=" + checkpoints(ckpt1)[-1])
+    for key in ("eval_logloss", "eval_auc"):
+        assert abs(four[key] - single[key]) < 1e-4, (key, four[key], single[key])
+    assert four["sparse_rows"] == single["sparse_rows"]
+    print("2->1, 1->4 within 1e-4; 1->2 servers/producers bit for bit")
+
+
+def start_job(r, name, ranks, *options):
+    cmd = [r.mpiexec, "-n", str(ranks), "--oversubscribe", "--bind-to", "none"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    cmd += [r.strata, "train", "--config", TINY, "--output.dir=" + os.path.join(r.workdir, name), *options]
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+
+
+def rank_pids(job, world_rank):
+    """PIDs of the strata process with OMPI_COMM_WORLD_RANK = world_rank under this job."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat") as f:
+                session = int(f.read().rsplit(")", 1)[1].split()[3])
+        except OSError:
+            continue
+        if session == os.getsid(job.pid) and f"OMPI_COMM_WORLD_RANK={world_rank}".encode() in env:
+            found.append(int(pid))
+    return found
+
+
+def wait_for_checkpoint(directory, job, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if checkpoints(directory):
+            return
+        if job.poll() is not None:
+            raise AssertionError("the job ended before its first checkpoint:\n" + job.stdout.read())
+        time.sleep(0.05)
+    raise AssertionError("no checkpoint appeared")
+
+
+# A tiny run slowed down by a modelled network, so that signals and kills land mid-run.
+SLOW = ["--links.network_gbps=1", "--links.network_latency_us=3000", "--train.steps=120"]
+
+
+def case_preempt_signal(r):
+    """SIGUSR1 (what Slurm sends before preemption): checkpoint at the next step
+    boundary, exit code 85; the resumed run ends as if never stopped."""
+    whole = r.run("whole", 4, "--layout.trainers=2", *SLOW)
+    ckpt = os.path.join(r.workdir, "ckpt")
+    job = start_job(r, "preempted", 4, "--layout.trainers=2", *SLOW, "--checkpoint.dir=" + ckpt,
+                    "--checkpoint.every_steps=20")
+    wait_for_checkpoint(ckpt, job)
+    job.send_signal(signal.SIGUSR1)  # to mpirun, which forwards it to every rank
+    out, _ = job.communicate(timeout=300)
+    assert job.returncode == PREEMPTED, f"exit {job.returncode}, expected {PREEMPTED}\n{out[-3000:]}"
+    with open(os.path.join(r.workdir, "preempted", "summary.json")) as f:
+        s = json.load(f)
+    assert s["preempted"] and s["steps"] < 120, s
+    assert os.path.basename(checkpoints(ckpt)[-1]) == "ckpt-%010d.h5" % s["steps"], checkpoints(ckpt)
+    resumed = r.run("resumed", 4, "--layout.trainers=2", *SLOW, "--checkpoint.dir=" + ckpt, "--resume=latest")
+    assert resumed["params_digest"] == whole["params_digest"]
+    print(f"preempted at step {s['steps']}, resumed to the uninterrupted digest")
+
+
+def case_kill_rank(r):
+    """SIGKILL a trainer, a producer and a server at random steps: the job ends
+    (no hang), and a restart from the last complete checkpoint ends bit-identical."""
+    whole = r.run("whole", 4, "--layout.trainers=2", "--store.mode=tiered", *SLOW)
+    rng = random.Random(11)
+    for victim, world_rank in (("trainer", 1), ("producer", 2), ("server", 3)):
+        ckpt = os.path.join(r.workdir, "ckpt_" + victim)
+        job = start_job(r, "killed_" + victim, 4, "--layout.trainers=2", "--store.mode=tiered", *SLOW,
+                        "--checkpoint.dir=" + ckpt, "--checkpoint.every_steps=10")
+        wait_for_checkpoint(ckpt, job)
+        time.sleep(rng.uniform(0.0, 0.5))
+        pids = rank_pids(job, world_rank)
+        assert len(pids) == 1, f"{victim}: pids {pids}"
+        os.kill(pids[0], signal.SIGKILL)
+        try:
+            out, _ = job.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            raise AssertionError(f"killing the {victim} left the job hanging")
+        assert job.returncode != 0, f"{victim}: mpirun exited 0 after a rank was killed"
+        resumed = r.run("resumed_" + victim, 4, "--layout.trainers=2", "--store.mode=tiered", *SLOW,
+                        "--checkpoint.dir=" + ckpt, "--resume=latest")
+        assert resumed["params_digest"] == whole["params_digest"], victim
+        print(f"{victim} killed after {os.path.basename(checkpoints(ckpt)[-1])}: resumed bit-identical")
+
+
+def case_damaged_checkpoints(r):
+    """Truncated, corrupted, foreign and mismatched files are clear errors; with
+    --resume=latest the loader falls back to the previous good checkpoint."""
+    ckpt = os.path.join(r.workdir, "ckpt")
+    whole = r.run("whole", 4, "--layout.trainers=2", "--train.steps=60")
+    r.run("first", 4, "--layout.trainers=2", "--train.steps=40", "--checkpoint.dir=" + ckpt,
+          "--checkpoint.every_steps=20")
+    good, newest = checkpoints(ckpt)[-2:]
+    with open(newest, "r+b") as f:
+        f.truncate(os.path.getsize(newest) // 2)
+    r.expect_error("truncated", 4, "--layout.trainers=2", "--resume=" + newest, contains=[newest])
+    proc = r.run("fallback", 4, "--layout.trainers=2", "--train.steps=60", "--checkpoint.dir=" + ckpt,
+                 "--resume=latest", expect_ok=False)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-3000:]
+    assert newest in text and good in text, "the fallback must name both files"
+    with open(os.path.join(r.workdir, "fallback", "summary.json")) as f:
+        assert json.load(f)["params_digest"] == whole["params_digest"]
+    # A different model shape is refused before anything is loaded.
+    r.expect_error("other_shape", 4, "--layout.trainers=2", "--model.embedding_dim=4", "--model.bottom_mlp=32,4",
+                   "--resume=" + good, contains=[good, "embedding"])
+    # Not a checkpoint at all.
+    foreign = os.path.join(r.workdir, "foreign.h5")
+    with open(foreign, "w") as f:
+        f.write("label\tI1\n")
+    r.expect_error("foreign", 4, "--layout.trainers=2", "--resume=" + foreign, contains=[foreign])
+    r.expect_error("missing", 4, "--layout.trainers=2", "--resume=" + os.path.join(r.workdir, "none"),
+                   contains=["none"])
+    print("damaged files refused; latest fell back from", os.path.basename(newest), "to", os.path.basename(good))
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("case", choices=sorted(CASES))
+    parser.add_argument("--strata", required=True)
+    parser.add_argument("--mpiexec", required=True)
+    parser.add_argument("--workdir", required=True)
+    args = parser.parse_args()
+    CASES[args.case](Runner(args))
+    print(f"{args.case}: passed")

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""The Slurm path of preemption, against a real Slurm: starts a private
+single-node Slurm (munged, slurmctld, slurmd from Debian's slurm-wlm and munge;
+config, state and logs under WORKDIR), submits slurm/train.sbatch with sbatch,
+preempts it with `scancel --signal=USR1 --batch` once it has checkpointed,
+checks that it checkpointed, requeued itself and finished with the digest of an
+uninterrupted run, then stops the daemons by PID.
+
+Installs nothing. Where Slurm cannot start here it exits 77 (a ctest skip) and
+says why; it never reports a pass it did not earn.
+
+usage: slurm_preemption.py --strata BIN --mpiexec MPIEXEC --workdir DIR --source REPO
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+SKIP = 77
+
+
+def skip(why):
+    print(f"SKIP: {why}")
+    sys.exit(SKIP)
+
+
+def run(cmd, env=None, check=True, timeout=60):
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
+    return proc
+
+
+class PrivateSlurm:
+    def __init__(self, workdir):
+        self.dir = os.path.join(workdir, "slurm")
+        shutil.rmtree(self.dir, ignore_errors=True)
+        for sub in ("state", "spool", "log", "run"):
+            os.makedirs(os.path.join(self.dir, sub))
+        self.conf = os.path.join(self.dir, "slurm.conf")
+        self.env = dict(os.environ, SLURM_CONF=self.conf)
+        self.pids = []
+
+    def write_conf(self):
+        node = run(["slurmd", "-C"]).stdout.splitlines()[0]  # NodeName=... CPUs=... RealMemory=...
+        fields = dict(f.split("=", 1) for f in node.split())
+        name = fields["NodeName"]
+        d = self.dir
+        conf = f"""ClusterName=strata-test
+SlurmctldHost={name}
+SlurmUser=root
+AuthType=auth/munge
+MpiDefault=pmix
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MailProg=/bin/true
+JobRequeue=1
+ReturnToService=2
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool
+SlurmctldPidFile={d}/run/slurmctld.pid
+SlurmdPidFile={d}/run/slurmd.pid
+SlurmctldLogFile={d}/log/slurmctld.log
+SlurmdLogFile={d}/log/slurmd.log
+SlurmctldPort=16817
+SlurmdPort=16818
+NodeName={name} CPUs={fields['CPUs']} RealMemory={int(fields['RealMemory']) // 2} State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+        with open(self.conf, "w") as f:
+            f.write(conf)
+
+    def start(self):
+        for tool in ("munged", "slurmctld", "slurmd", "sbatch", "scancel", "scontrol", "mungekey"):
+            if not shutil.which(tool):
+                skip(f"{tool} is not installed (make deps installs slurm-wlm and munge)")
+        if os.geteuid() != 0:
+            skip("a private slurmd must run as root here")
+        self.write_conf()
+        # munge: its key and socket directory, started as the munge user.
+        os.makedirs("/run/munge", exist_ok=True)
+        shutil.chown("/run/munge", "munge", "munge")
+        if not os.path.exists("/etc/munge/munge.key"):
+            run(["runuser", "-u", "munge", "--", "mungekey", "--create", "--force"])
+        if run(["pgrep", "-x", "munged"], check=False).returncode != 0:
+            run(["runuser", "-u", "munge", "--", "munged"])
+        if run(["munge", "-n"], check=False).returncode != 0:
+            skip("munged does not answer")
+        for daemon in ("slurmctld", "slurmd"):
+            proc = subprocess.run([daemon], env=self.env, capture_output=True, text=True)
+            if proc.returncode != 0:
+                self.stop()
+                skip(f"{daemon} did not start: {proc.stderr.strip()[-500:]}")
+        for pidfile in ("slurmctld.pid", "slurmd.pid"):
+            path = os.path.join(self.dir, "run", pidfile)
+            for _ in range(100):
+                if os.path.exists(path) and open(path).read().strip():
+                    break
+                time.sleep(0.1)
+            if os.path.exists(path):
+                self.pids.append(int(open(path).read().strip()))
+        # The node must come up before jobs can run.
+        for _ in range(200):
+            out = run(["sinfo", "-h", "-o", "%T"], env=self.env, check=False).stdout.strip()
+            if out.startswith("idle"):
+                return
+            time.sleep(0.1)
+        self.stop()
+        skip("the private Slurm node never became idle: " + self.log_tail())
+
+    def log_tail(self):
+        text = ""
+        for log in glob.glob(os.path.join(self.dir, "log", "*.log")):
+            text += f"\n--- {log}\n" + open(log).read()[-1500:]
+        return text
+
+    def stop(self):
+        for pid in self.pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for pid in self.pids:
+            for _ in range(100):
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.05)
+
+    def job_field(self, job, field):
+        out = run(["scontrol", "show", "job", str(job)], env=self.env, check=False).stdout
+        for token in out.split():
+            if token.startswith(field + "="):
+                return token.split("=", 1)[1]
+        return None
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--strata", required=True)
+    parser.add_argument("--mpiexec", required=True)
+    parser.add_argument("--workdir", required=True)
+    parser.add_argument("--source", required=True)
+    args = parser.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    deck = os.path.join(args.source, "tests", "e2e", "tiny.ini")
+    options = ["--layout.trainers=2", "--train.steps=150", "--links.network_gbps=1",
+               "--links.network_latency_us=3000", "--output.metrics_every=50"]
+
+    # The uninterrupted reference, with plain mpirun.
+    reference_dir = os.path.join(args.workdir, "reference")
+    cmd = [args.mpiexec, "-n", "4", "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+    run(cmd + [args.strata, "train", "--config", deck, "--output.dir=" + reference_dir, *options], timeout=600)
+    reference = json.load(open(os.path.join(reference_dir, "summary.json")))
+
+    slurm = PrivateSlurm(args.workdir)
+    slurm.start()
+    try:
+        run_dir = os.path.join(args.workdir, "slurm-run")
+        shutil.rmtree(run_dir, ignore_errors=True)
+        env = dict(slurm.env, STRATA_BIN=args.strata, STRATA_DECK=deck, STRATA_RUN_DIR=run_dir)
+        out = run(["sbatch", "--parsable", f"--chdir={args.source}",
+                   f"--output={args.workdir}/slurm-%j.out", os.path.join(args.source, "slurm", "train.sbatch"),
+                   *options, "--checkpoint.every_steps=20"], env=env).stdout.strip()
+        job = int(out.split(";")[0])
+        checkpoints = os.path.join(run_dir, "checkpoints")
+        deadline = time.time() + 300
+        while not glob.glob(os.path.join(checkpoints, "ckpt-*.h5")):
+            if time.time() > deadline:
+                raise AssertionError("no checkpoint before the preemption\n" + slurm.log_tail())
+            state = slurm.job_field(job, "JobState")
+            if state in ("COMPLETED", "FAILED", "CANCELLED"):
+                raise AssertionError(f"job ended ({state}) before its first checkpoint\n" + slurm.log_tail())
+            time.sleep(0.1)
+        run(["scancel", "--signal=USR1", "--batch", str(job)], env=env)
+        # The job checkpoints, exits 85, requeues itself, and the requeued run finishes.
+        deadline = time.time() + 600
+        while True:
+            state = slurm.job_field(job, "JobState")
+            restarts = int(slurm.job_field(job, "Restarts") or 0)
+            if state == "COMPLETED" and restarts >= 1:
+                break
+            if state in ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL") or time.time() > deadline:
+                log = "".join(open(p).read() for p in glob.glob(os.path.join(args.workdir, f"slurm-{job}.out")))
+                raise AssertionError(f"job {job} ended {state} after {restarts} restarts\n{log[-4000:]}"
+                                     + slurm.log_tail())
+            time.sleep(0.2)
+        log = open(os.path.join(args.workdir, f"slurm-{job}.out")).read()
+        assert "requeueing" in log, log[-3000:]
+        summary = json.load(open(os.path.join(run_dir, "summary.json")))
+        assert summary["checkpoints"]["resumed_from_step"] > 0, summary["checkpoints"]
+        assert summary["params_digest"] == reference["params_digest"], (summary["params_digest"],
+                                                                        reference["params_digest"])
+        print(f"job {job}: preempted, resumed from step {summary['checkpoints']['resumed_from_step']}, "
+              f"finished with the uninterrupted digest {reference['params_digest'][:16]}")
+    finally:
+        run(["scancel", "--full", "--user=root"], env=slurm.env, check=False)
+        slurm.stop()
+
+
+if __name__ == "__main__":
+    main()
