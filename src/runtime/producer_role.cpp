@@ -147,6 +147,10 @@ class Producer {
     state.line = position.line;
     const data::ParseStats parse = source_->stats();
     state.lines = parse.lines, state.samples = parse.samples, state.malformed = parse.malformed;
+    if (admission_) {
+      state.admission_seen = admission_->keys_seen();
+      state.admission_defaulted = admission_->keys_defaulted();
+    }
     io::CheckpointWriter writer(MPI_COMM_WORLD, checkpoint_temporary(options_, stamp.step),
                                 checkpoint_header(options_, stamp));
     writer.write_dense({}, {}, {}, false);
@@ -188,15 +192,20 @@ class Producer {
     if (admission_ && h.admission_counters > 0) {
       // Same producers: each takes its own sketch; otherwise every producer
       // starts from the sum of all (an upper bound on every count, as a sketch is).
-      std::vector<uint32_t> counters = reader.admission_counters(h.producers == context_.layout.producers()
-                                                                     ? context_.index : 0);
+      const bool same = h.producers == context_.layout.producers();
+      std::vector<uint32_t> counters = reader.admission_counters(same ? context_.index : 0);
+      uint64_t seen = 0, defaulted = 0;
+      for (const auto& r : records) {
+        if (same && r.producer != context_.index) continue;
+        seen += r.admission_seen, defaulted += r.admission_defaulted;
+      }
       if (h.producers != context_.layout.producers()) {
         for (int q = 1; q < h.producers; ++q) {
           const std::vector<uint32_t> more = reader.admission_counters(q);
           for (size_t i = 0; i < counters.size() && i < more.size(); ++i) counters[i] += more[i];
         }
       }
-      if (!counters.empty()) admission_->restore(std::move(counters), 0, 0);
+      if (!counters.empty()) admission_->restore(std::move(counters), same ? seen : 0, same ? defaulted : 0);
     }
   }
 

@@ -70,6 +70,34 @@ def case_resume_tiered(r):
     resume_matches(r, "tiered", 2)
 
 
+def case_resume_files(r):
+    """File sources resume at the producers' reader positions: Criteo text with
+    two producers (each its own byte shard) and its HDF5 conversion, over two
+    epochs with the checkpoint inside the second; also with admission on."""
+    from strata_e2e import write_criteo
+    tsv, h5 = os.path.join(r.workdir, "train.tsv"), os.path.join(r.workdir, "train.h5")
+    write_criteo(tsv, 5000)
+    proc = subprocess.run([r.strata, "convert", "--from", "criteo", "--input", tsv, "--to", h5, "--force"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for source, path in (("criteo", tsv), ("hdf5", h5)):
+        common = ["--layout.trainers=2", "--layout.producers=2", "--train.steps=0", "--train.epochs=2",
+                  "--train.batch_size=64", "--model.embedding_dim=8", "--model.bottom_mlp=32,8",
+                  "--store.min_count=2", "--store.admission_counters=4096",
+                  f"--data.source={source}", f"--data.train={path}", "--train.eval=false"]
+        whole = r.run(f"{source}_whole", 5, *common)
+        ckpt = os.path.join(r.workdir, f"{source}_ckpt")
+        steps_per_epoch = whole["steps"] // 2
+        stop_at = steps_per_epoch + steps_per_epoch // 2
+        r.run(f"{source}_first", 5, *common, "--checkpoint.dir=" + ckpt, f"--checkpoint.every_steps={stop_at}")
+        saved = [p for p in checkpoints(ckpt) if p.endswith("%010d.h5" % stop_at)]
+        assert saved, checkpoints(ckpt)
+        resumed = r.run(f"{source}_resumed", 5, *common, "--resume=" + saved[0])
+        assert resumed["steps"] == whole["steps"], (resumed["steps"], whole["steps"])
+        assert resumed["params_digest"] == whole["params_digest"], f"{source}: resumed digest differs"
+        print(f"{source}: resumed at step {stop_at} of {whole['steps']} (epoch 2), digest equal")
+
+
 def case_reshard(r):
     """A checkpoint continues on another layout: rows re-hash to their new
     servers and owners, the data stream continues at the next sample. More or
