@@ -39,3 +39,12 @@ grep '^ratio strata/pytorch' "$OUT/dlrm.txt"
 echo
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target bench_cache_simulator bench_gather_scatter
 /usr/bin/python3 bench/tiered/bench_tiered.py --build "$BUILD_DIR" | tee "$OUT/tiered.txt"
+
+# Checkpoints (pause, bytes, GB/s against the disk) and text vs HDF5 reading.
+echo
+cmake --build "$BUILD_DIR" -j "$(nproc)" --target strata bench_read_speed
+/usr/bin/python3 bench/checkpoint/bench_checkpoint.py --build "$BUILD_DIR" | tee "$OUT/checkpoint.txt"
+
+# The tuner: tuned vs default, Optuna vs the exhaustive grid.
+echo
+/usr/bin/python3 bench/tune/bench_tune.py --build "$BUILD_DIR" | tee "$OUT/tune.txt"

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Tuner benchmark (issue: plugin auto-tuner). On the default deck's Zipf 1.05
+workload with the link model on (100 Gb/s network, PCIe Gen5 host-to-device),
+all inside `strata tune` runs of 4 ranks:
+  1. the deck's default configuration, measured as a one-trial search;
+  2. the exhaustive grid over the space below;
+  3. Optuna (TPE) with a quarter of the grid's trials.
+Each trial trains --warmup unmeasured steps, then --steps measured ones. Prints
+every search's best and, last, the ratios: tuned (grid best) / default, and
+Optuna's best / the grid's best.
+
+usage: bench_tune.py [--build DIR] [--steps N] [--warmup N]
+"""
+import argparse
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LINKS = ["--links.network_gbps=100", "--links.network_latency_us=5", "--links.h2d_gbps=512",
+         "--links.h2d_latency_us=2"]
+# The space: L1 budget, prefetch depth, policy, role split, batch size (L2 fixed).
+SPACE = ["--tune.space_l1_mb=4|64", "--tune.space_l2_mb=256", "--tune.space_prefetch_depth=1|2|4",
+         "--tune.space_policy=lru|lookahead", "--tune.space_layout=1/2/1|2/1/1|1/1/2",
+         "--tune.space_batch_size=256|512|1024"]
+GRID_TRIALS = 2 * 3 * 2 * 3 * 3
+DEFAULT = ["--tune.space_l1_mb=64", "--tune.space_l2_mb=256", "--tune.space_prefetch_depth=2",
+           "--tune.space_policy=lookahead", "--tune.space_layout=1/2/1", "--tune.space_batch_size=256"]
+
+
+def tune(build, out, plugin, trials, extra, steps, warmup):
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = ["mpirun", "-n", "4", "--oversubscribe", "--bind-to", "none", "-x", "OPENBLAS_NUM_THREADS=1"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    cmd += [os.path.join(build, "bin", "strata"), "tune", "--config", os.path.join(ROOT, "inputs", "default.ini"),
+            f"--tune.plugin={plugin}", f"--tune.trials={trials}", f"--tune.trial_steps={steps}",
+            f"--tune.warmup_steps={warmup}", "--tune.l1_limit_mb=1024", "--tune.l2_limit_mb=8192",
+            "--output.dir=" + out, *LINKS, *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"strata tune failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    rows = list(csv.DictReader(open(os.path.join(out, "trials.csv"))))
+    done = [r for r in rows if r["state"] == "complete"]
+    best = max(done, key=lambda r: float(r["samples_per_s"]))
+    return rows, best
+
+
+def describe(row):
+    return ", ".join(f"{k}={v}" for k, v in row.items() if k.startswith(("store.", "layout", "train.")))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--build", default=os.path.join(ROOT, os.environ.get("STRATA_BUILD_DIR", "build")))
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--warmup", type=int, default=15)
+    args = p.parse_args()
+    work = tempfile.mkdtemp(prefix="strata-bench-tune-")
+    _, default = tune(args.build, os.path.join(work, "default"), "grid", 1, DEFAULT, args.steps, args.warmup)
+    print(f"default deck: {float(default['samples_per_s']):.0f} samples/s ({describe(default)})")
+    rows, grid = tune(args.build, os.path.join(work, "grid"), "grid", GRID_TRIALS, SPACE, args.steps, args.warmup)
+    print(f"grid: {len(rows)} trials, best {float(grid['samples_per_s']):.0f} samples/s ({describe(grid)})")
+    budget = GRID_TRIALS // 4
+    study = os.path.join(work, "study.journal")
+    rows, best = tune(args.build, os.path.join(work, "optuna"), "optuna", budget,
+                      SPACE + ["--tune.study=" + study, "--tune.seed=3"], args.steps, args.warmup)
+    print(f"optuna: {len(rows)} trials, best {float(best['samples_per_s']):.0f} samples/s ({describe(best)})")
+    print(f"ratio tuned/default samples/s (target >= 1.3): "
+          f"{float(grid['samples_per_s']) / float(default['samples_per_s']):.3f}")
+    print(f"ratio optuna@{budget}/grid@{GRID_TRIALS} best samples/s (target >= 0.95): "
+          f"{float(best['samples_per_s']) / float(grid['samples_per_s']):.3f}")
+
+
+if __name__ == "__main__":
+    main()
