@@ -225,6 +225,26 @@ def measure(peer, batch, args):
     return dict(best, all_samples_per_s=[x["samples_per_s"] for x in runs])
 
 
+def same_blas_kernels(build):
+    """strata restarts itself with OPENBLAS_CORETYPE when OpenBLAS falls back to
+    its generic kernels on an AVX-512/AVX2 CPU (backend/host/blas_kernels.hpp).
+    Give every peer the kernels strata will use, so both sides run the same GEMM."""
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return os.environ["OPENBLAS_CORETYPE"]
+    probe = build / "bin" / "bench_gemm_peak"
+    if not probe.exists():
+        return "(unknown)"
+    header = subprocess.run([str(probe), "--threads=1", "--batches=128", "--square=64"], capture_output=True,
+                            text=True).stdout.splitlines()[0]
+    flags = open("/proc/cpuinfo").read()
+    if " Prescott " in header + " ":
+        wanted = "SkylakeX" if " avx512f" in flags and " avx512bw" in flags else "Haswell" if " avx2" in flags else ""
+        if wanted:
+            os.environ["OPENBLAS_CORETYPE"] = wanted
+            return wanted + " (OpenBLAS chose Prescott; set for every peer, as strata does for itself)"
+    return header.split("NO_AFFINITY")[-1].split()[0] if "NO_AFFINITY" in header else "(as detected)"
+
+
 def main():
     args = parse_args()
     if args.wait_quiet_only:
@@ -243,6 +263,7 @@ def main():
     digest = hashlib.sha256(args.strata_snapshot.read_bytes()).hexdigest()[:16]
     built = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(source.stat().st_mtime))
     print(f"# strata binary {source} (built {built}, sha256 {digest}), run from a copy", flush=True)
+    print(f"# OpenBLAS kernels for every peer: {same_blas_kernels(build)}", flush=True)
     strata = [Strata(args, 1), Strata(args, 2)]
     pytorch = [PyTorch(args, args.cores, 1), PyTorch(args, args.cores, args.cores), PyTorch(args, 1, 1)]
     peers = strata + pytorch

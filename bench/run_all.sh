@@ -9,6 +9,14 @@ BUILD_DIR=${STRATA_BUILD_DIR:-build}
 OUT="$BUILD_DIR/bench"
 mkdir -p "$OUT"
 
+# strata restarts itself with OPENBLAS_CORETYPE when OpenBLAS falls back to its
+# generic kernels (backend/host/blas_kernels.hpp); give every peer the same kernels.
+if [[ -z "${OPENBLAS_CORETYPE:-}" && -x "$BUILD_DIR/bin/bench_gemm_peak" ]] && \
+   "$BUILD_DIR/bin/bench_gemm_peak" --threads=1 --batches=128 --square=64 | head -1 | grep -qw Prescott; then
+  if grep -qw avx512bw /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
+  elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
+fi
+
 if [[ ! -x "$BUILD_DIR/bin/bench_gemm_peak" || ! -x "$BUILD_DIR/bin/strata" ]]; then
   cmake --build "$BUILD_DIR" -j "$(nproc)" --target strata bench_gemm_peak
 fi

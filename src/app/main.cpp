@@ -17,6 +17,7 @@
 #include "app/ckpt_command.hpp"
 #include "app/convert_command.hpp"
 #include "app/tune_command.hpp"
+#include "backend/host/blas_kernels.hpp"
 #include "common/error.hpp"
 #include "config/deck.hpp"
 #include "data/hdf5_dataset.hpp"
@@ -200,6 +201,7 @@ int main(int argc, char** argv) {
   // Per-step buffers (batches, row blocks, messages) are megabytes: keep them
   // on the heap instead of mmap/munmap per allocation, which would fault and
   // zero fresh pages on every step.
+  strata::backend::host::ensure_tuned_blas_kernels(argv);
   mallopt(M_MMAP_THRESHOLD, 512 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   MPI_Init(&argc, &argv);
