@@ -116,6 +116,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
         {"l2", {{"hits", tiered[kL2Hits]}, {"misses", tiered[kL2Misses]},
                 {"hit_rate", rate(tiered[kL2Hits], tiered[kL2Misses])}, {"evictions", tiered[kL2Evictions]},
                 {"write_backs", tiered[kL2WriteBacks]}, {"capacity_rows", tiered[kL2CapacityRows]},
+                {"promotions", tiered[kL2Hits]},  // rows moved up from L2 into an L1 (L2 is exclusive)
                 {"fallback_rows", tiered[kFallbackRows]}}},
         {"late_rounds", tiered[kLateRounds]},
         {"ps_fallback_step", tiered[kPsFallbackRound]},
