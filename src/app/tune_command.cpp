@@ -134,8 +134,10 @@ TrialOrder next_order(Tuner& tuner, const RunOptions& base, const std::vector<st
       }
     }
   } catch (const Error& e) {
-    order.failed = true;
-    order.skip_reason = e.what_failed();
+    // A configuration the engine refuses (e.g. more producers than trainers)
+    // is infeasible, not a failed run: told as pruned, so that samplers learn
+    // to avoid it (Optuna's TPE ignores failed trials and would ask again).
+    order.skip_reason = "invalid configuration: " + e.what_failed();
   }
   return order;
 }

@@ -3,8 +3,8 @@
 // re-splits into the trial's roles, trains warm-up + tune.trial_steps steps,
 // and rank 0 reports the measured samples/s (after the warm-up) to the plugin,
 // logs trials.csv and rewrites best.ini. A trial whose budgets exceed the
-// limits, whose layout does not fit the job, or whose L1 cannot hold one
-// prefetch window is pruned before it runs.
+// limits, whose layout does not fit the job, whose configuration the engine
+// refuses, or whose L1 cannot hold one prefetch window is pruned before it runs.
 #pragma once
 
 #include <string>

@@ -36,9 +36,9 @@ ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vect
       policy_(make_eviction_policy(options.store.policy, options.store.decay)),
       evicted_(owners_.size()),
       flushed_(owners_.size(), false),
-      checkpoint_flushed_(owners_.size(), false),
       started_(owners_.size(), -1),
       fallback_late_rounds_(options.store.fallback_late_rounds),
+      checkpoint_flushed_(owners_.size(), false),
       trainers_(options.layout.trainers),
       producers_(options.layout.producers) {
   if (!options.output.trace.empty()) {

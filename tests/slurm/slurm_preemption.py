@@ -185,15 +185,21 @@ def main():
         # The job checkpoints, exits 85, requeues itself, and the requeued run finishes.
         deadline = time.time() + 600
         nudged = False
+        pending_since = None
         while True:
             state = slurm.job_field(job, "JobState")
             restarts = int(slurm.job_field(job, "Restarts") or 0)
             if state == "COMPLETED" and restarts >= 1:
                 break
             if state == "PENDING" and restarts >= 1 and not nudged:
-                # Slurm holds a requeued job back for a while (BeginTime); a test need not wait.
-                run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env, check=False)
-                nudged = True
+                # Slurm holds a requeued job back for a while (BeginTime) so that the old
+                # batch step can finish tearing down; a test need not wait two minutes, but
+                # it leaves that teardown a few seconds (released too early, slurmd refuses
+                # the launch with "already killed").
+                pending_since = pending_since or time.time()
+                if time.time() - pending_since > 8:
+                    run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env, check=False)
+                    nudged = True
             if state in ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL") or time.time() > deadline:
                 log = "".join(open(p).read() for p in glob.glob(os.path.join(args.workdir, f"slurm-{job}.out")))
                 raise AssertionError(f"job {job} ended {state} after {restarts} restarts\n{log[-4000:]}"
