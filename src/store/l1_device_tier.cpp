@@ -46,25 +46,39 @@ void L1DeviceTier::gather(const RowId* ids, size_t n, float* values) {
   if (n) backend::host::gather_rows(cache_.row(0), cache_.width(), gather_slots_.data(), n, dim_, values);
 }
 
-void L1DeviceTier::add_gradients(const RowId* ids, size_t n, const float* grads) {
-  for (size_t i = 0; i < n; ++i) gradients_.add(slot_of(ids[i]), grads + i * dim_);
+void L1DeviceTier::add_gradients_of_gathered(size_t first, size_t n, const float* grads) {
+  if (first + n > gather_slots_.size()) throw Error("gradients for rows the last gather did not read (bug)");
+  for (size_t i = 0; i < n; ++i) gradients_.add(gather_slots_[first + i], grads + i * dim_);
 }
 
 void L1DeviceTier::apply_step() {
-  gradients_.drain([&](int64_t slot, const float* grad) {
-    float* row = cache_.row(slot);
-    optimizer_->apply(row, row + dim_, grad, dim_);
-    cache_.set_dirty(slot, true);
-  });
+  gradients_.drain(
+      [&](int64_t slot, const float* grad) {
+        float* row = cache_.row(slot);
+        optimizer_->apply(row, row + dim_, grad, dim_);
+        cache_.set_dirty(slot, true);
+      },
+      [&](int64_t slot) { __builtin_prefetch(cache_.row(slot), 1); });
 }
 
-void L1DeviceTier::collect_dirty(RowBlock& out) {
-  out.width = cache_.width();
-  cache_.for_each([&](const RowId& id, int64_t slot) {
-    if (!cache_.dirty(slot)) return;
-    out.append(id, cache_.row(slot));
-    cache_.set_dirty(slot, false);
+void L1DeviceTier::collect_dirty(size_t max_rows,
+                                 const std::function<void(const RowBlock& block, bool last)>& part) {
+  std::vector<int64_t> dirty;
+  cache_.for_each([&](const RowId&, int64_t slot) {
+    if (cache_.dirty(slot)) dirty.push_back(slot);
   });
+  RowBlock block;
+  block.width = cache_.width();
+  size_t next = 0;
+  do {
+    block.ids.clear();
+    block.values.clear();
+    for (; next < dirty.size() && block.size() < max_rows; ++next) {
+      block.append(cache_.id(dirty[next]), cache_.row(dirty[next]));
+      cache_.set_dirty(dirty[next], false);
+    }
+    part(block, next == dirty.size());
+  } while (next < dirty.size());
 }
 
 }  // namespace strata::store

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "backend/host/host_row_gather.hpp"
@@ -29,12 +30,16 @@ class L1DeviceTier {
   void apply(const StagingMessage& staging, RowBlock& write_back);
   // values (n, dim) of owned rows; every one must be resident (staged).
   void gather(const RowId* ids, size_t n, float* values);
-  // Adds one trainer's gradients (n, dim) for rows ids; call trainer by trainer in rank order.
-  void add_gradients(const RowId* ids, size_t n, const float* grads);
+  // Adds one trainer's gradients (n, dim) for rows [first, first + n) of the
+  // last gather(), whose slots it already knows (a step's pushes answer its
+  // pulls); call trainer by trainer in rank order.
+  void add_gradients_of_gathered(size_t first, size_t n, const float* grads);
   // Applies the optimizer to every row that received gradients; marks them dirty.
   void apply_step();
-  // Appends every dirty row to out and marks it clean.
-  void collect_dirty(RowBlock& out);
+  // Hands every dirty row to `part` in blocks of at most max_rows rows (one
+  // block object, refilled between calls) and marks them clean. `part` is
+  // called at least once; `last` is true on its final call.
+  void collect_dirty(size_t max_rows, const std::function<void(const RowBlock& block, bool last)>& part);
 
  private:
   int64_t slot_of(const RowId& id) const;

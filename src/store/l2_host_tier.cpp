@@ -169,6 +169,23 @@ void L2HostTier::write_back(const RowBlock& rows, int64_t round) {
   if (spill.size()) write_to_servers(spill, /*wait=*/false);
 }
 
+void L2HostTier::write_down(const RowBlock& rows) {
+  if (rows.size() == 0) return;
+  RowBlock direct;
+  direct.width = width_;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t slot = cache_ ? cache_->find(rows.ids[i]) : -1;
+    if (slot >= 0) {
+      std::copy(rows.row(i), rows.row(i) + width_, cache_->row(slot));
+      cache_->set_dirty(slot, true);
+    } else {
+      direct.append(rows.ids[i], rows.row(i));
+    }
+  }
+  counters_.write_backs_to_l3 += direct.size();
+  write_to_servers(direct, /*wait=*/false);
+}
+
 void L2HostTier::flush() {
   if (!cache_) {
     RowBlock none;

@@ -50,6 +50,11 @@ class L2HostTier {
   void read(const std::vector<RowId>& ids, int64_t round, RowBlock& out, std::vector<uint8_t>& dirty);
   // Dirty rows coming back from an L1: they are newer than anything below.
   void write_back(const RowBlock& rows, int64_t round);
+  // The dirty rows of an L1 written down whole (end of training, checkpoint):
+  // rows held here are updated in place; the rest go straight to the servers,
+  // without displacing L2's rows (an L1 being emptied or checkpointed needs no
+  // victim cache). Call flush() afterwards to have them acknowledged.
+  void write_down(const RowBlock& rows);
   // Writes every dirty row to the servers and waits until they have them.
   void flush();
 

@@ -113,7 +113,12 @@ void ProducerStaging::apply_arrived() {
     const auto header = reader.get<WriteBackHeader>();
     const size_t used = arrived.bytes.size() - reader.remaining();
     RowBlock rows = read_row_block(arrived.bytes.data() + used, reader.remaining());
-    l2_->write_back(rows, header.round);
+    if (header.kind == WriteBackKind::kRound) {
+      l2_->write_back(rows, header.round);
+    } else {
+      l2_->write_down(rows);
+    }
+    if (header.kind == WriteBackKind::kWriteDownPart) continue;
     if (header.kind == WriteBackKind::kRound) {
       started_[arrived.owner_index] = std::max(started_[arrived.owner_index], header.round);
     }

@@ -122,41 +122,42 @@ void RemotePsStore::send_header_only(ServerOp op, const void* payload, size_t by
 
 RowDump RemotePsStore::dump_rows() {
   send_header_only(ServerOp::kDump);
-  RowDump dump;
-  if (trainer_index_ != 0) return dump;
+  if (trainer_index_ != 0) return {};
+  std::vector<RowDump> shards(server_ranks_.size());
   std::vector<char> buffer;
   for (size_t s = 0; s < server_ranks_.size(); ++s) {
     comm::receive_bytes(world_, server_ranks_[s], comm::kTagServerReply, buffer);
     comm::ByteReader reader(buffer.data(), buffer.size(), "row dump");
-    int width = reader.get<int32_t>();
-    std::vector<RowId> ids;
-    std::vector<uint64_t> counts;
-    std::vector<float> values;
-    reader.get_vector(ids);
-    reader.get_vector(counts);
-    reader.get_vector(values);
+    shards[s].width = reader.get<int32_t>();
+    reader.get_vector(shards[s].ids);
+    reader.get_vector(shards[s].counts);
+    reader.get_vector(shards[s].values);
     reader.expect_end();
-    dump.width = width;
-    dump.ids.insert(dump.ids.end(), ids.begin(), ids.end());
-    dump.counts.insert(dump.counts.end(), counts.begin(), counts.end());
-    dump.values.insert(dump.values.end(), values.begin(), values.end());
   }
-  // Shards are each sorted; restore the global (table, key) order.
-  std::vector<size_t> order(dump.ids.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return dump.ids[a] < dump.ids[b]; });
-  RowDump sorted;
-  sorted.width = dump.width;
-  sorted.ids.reserve(order.size());
-  sorted.counts.reserve(order.size());
-  sorted.values.resize(dump.values.size());
-  for (size_t i = 0; i < order.size(); ++i) {
-    sorted.ids.push_back(dump.ids[order[i]]);
-    sorted.counts.push_back(dump.counts[order[i]]);
-    std::memcpy(sorted.values.data() + i * dump.width, dump.values.data() + order[i] * dump.width,
-                sizeof(float) * dump.width);
+  if (shards.size() == 1) return std::move(shards[0]);
+  // Each shard is sorted by (table, key): merge them into the global order.
+  RowDump merged;
+  merged.width = shards[0].width;
+  size_t total = 0;
+  for (const RowDump& shard : shards) total += shard.ids.size();
+  merged.ids.reserve(total);
+  merged.counts.reserve(total);
+  merged.values.reserve(total * merged.width);
+  std::vector<size_t> next(shards.size(), 0);
+  for (size_t n = 0; n < total; ++n) {
+    size_t from = shards.size();
+    for (size_t s = 0; s < shards.size(); ++s) {
+      if (next[s] < shards[s].ids.size() && (from == shards.size() || shards[s].ids[next[s]] < shards[from].ids[next[from]])) {
+        from = s;
+      }
+    }
+    const size_t i = next[from]++;
+    merged.ids.push_back(shards[from].ids[i]);
+    merged.counts.push_back(shards[from].counts[i]);
+    const float* row = shards[from].values.data() + i * merged.width;
+    merged.values.insert(merged.values.end(), row, row + merged.width);
   }
-  return sorted;
+  return merged;
 }
 
 void RemotePsStore::shutdown() { send_header_only(ServerOp::kStop); }

@@ -11,6 +11,7 @@ enum class WriteBackKind : uint32_t {
   kRound = 1,  // the dirty rows evicted by one round's staging plan (maybe none)
   kFlush = 2,  // every dirty row, at the end of training
   kCheckpoint = 3,  // every dirty row, written down for a checkpoint (the rows stay cached, clean)
+  kWriteDownPart = 4,  // a part of a flush or checkpoint write-down; its last part is the kFlush or kCheckpoint
 };
 
 struct WriteBackHeader {

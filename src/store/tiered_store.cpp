@@ -68,6 +68,11 @@ void TieredStore::exchange(const std::vector<char>& send, const std::vector<int>
   receive_counts.assign(trainers_, 0);
   comm::check_mpi(MPI_Alltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT, trainers_comm_),
                   "MPI_Alltoall");
+  exchange_sized(send, send_counts, receive, receive_counts);
+}
+
+void TieredStore::exchange_sized(const std::vector<char>& send, const std::vector<int>& send_counts,
+                                 std::vector<char>& receive, const std::vector<int>& receive_counts) {
   std::vector<int> send_offsets(trainers_, 0), receive_offsets(trainers_, 0);
   int total = 0;
   for (int r = 0; r < trainers_; ++r) receive_offsets[r] = total, total += receive_counts[r];
@@ -118,9 +123,13 @@ void TieredStore::pull(const data::Batch& batch, std::vector<std::vector<float>>
   // 2. Serve them from L1 and send the values back.
   std::vector<char> values(received_ids_.size() * dim_ * sizeof(float));
   l1_.gather(received_ids_.data(), received_ids_.size(), reinterpret_cast<float*>(values.data()));
+  // Both sides know the sizes: each answer is as long as its request.
   for (int r = 0; r < trainers_; ++r) send_counts[r] = received_counts_[r] * dim_ * static_cast<int>(sizeof(float));
+  for (int o = 0; o < trainers_; ++o) {
+    receive_counts[o] = static_cast<int>(ids_per_owner[o].size()) * dim_ * static_cast<int>(sizeof(float));
+  }
   std::vector<char> answers;
-  exchange(values, send_counts, answers, receive_counts);
+  exchange_sized(values, send_counts, answers, receive_counts);
 
   // 3. Scatter into the batch's row buffers.
   const float* at = reinterpret_cast<const float*>(answers.data());
@@ -151,14 +160,16 @@ void TieredStore::push(const data::Batch& batch, const std::vector<std::vector<f
     }
     send_counts[o] = static_cast<int>(n * dim_ * sizeof(float));
   }
+  receive_counts.resize(trainers_);
+  for (int r = 0; r < trainers_; ++r) receive_counts[r] = received_counts_[r] * dim_ * static_cast<int>(sizeof(float));
   std::vector<char> receive;
-  exchange(send, send_counts, receive, receive_counts);
+  exchange_sized(send, send_counts, receive, receive_counts);
   // Requester segments arrive in rank order: the same summation order as the servers'.
   const float* g = reinterpret_cast<const float*>(receive.data());
-  const RowId* ids = received_ids_.data();
+  size_t first = 0;  // the gradients answer the rows pull() gathered, in the same order
   for (int r = 0; r < trainers_; ++r) {
-    l1_.add_gradients(ids, received_counts_[r], g);
-    ids += received_counts_[r];
+    l1_.add_gradients_of_gathered(first, received_counts_[r], g);
+    first += received_counts_[r];
     g += static_cast<size_t>(received_counts_[r]) * dim_;
   }
   l1_.apply_step();
@@ -166,14 +177,7 @@ void TieredStore::push(const data::Batch& batch, const std::vector<std::vector<f
 
 void TieredStore::flush() {
   if (flushed_) return;
-  RowBlock dirty;
-  l1_.collect_dirty(dirty);
-  counters_.bytes_written_back += dirty.values.size() * sizeof(float);
-  write_back_buffer_.clear();
-  comm::ByteWriter writer(write_back_buffer_);
-  writer.put(WriteBackHeader{WriteBackKind::kFlush, -1});
-  append_row_block(dirty, write_back_buffer_);
-  write_backs_.push_back({comm::send_bytes(world_, producer_rank_, comm::kTagWriteBack, write_back_buffer_), {}});
+  write_down(WriteBackKind::kFlush, -1);
   while (!write_backs_.empty()) {
     comm::wait_politely(write_backs_.front().request);
     write_backs_.pop_front();
@@ -189,15 +193,30 @@ void TieredStore::flush() {
 
 void TieredStore::prepare_checkpoint(int64_t step) {
   if (flushed_) return;  // after a switch to Scheme A the servers hold everything
-  RowBlock dirty;
-  l1_.collect_dirty(dirty);  // marked clean: the rows stay in L1
-  counters_.bytes_written_back += dirty.values.size() * sizeof(float);
-  write_backs_.push_back({MPI_REQUEST_NULL, {}});
-  std::vector<char>& buffer = write_backs_.back().bytes;
-  comm::ByteWriter writer(buffer);
-  writer.put(WriteBackHeader{WriteBackKind::kCheckpoint, step});
-  append_row_block(dirty, buffer);
-  write_backs_.back().request = comm::send_bytes(world_, producer_rank_, comm::kTagWriteBack, buffer);
+  write_down(WriteBackKind::kCheckpoint, step);  // marked clean: the rows stay in L1
+}
+
+void TieredStore::write_down(WriteBackKind last_kind, int64_t round) {
+  // Parts of 32768 rows (4 MiB at dim 16 with Adagrad), at most four in flight:
+  // an L1 of any size never becomes one message (MPI counts are int), and the
+  // buffers are reused instead of touching fresh memory for the whole L1.
+  constexpr size_t kPartRows = 32768, kPartsInFlight = 4;
+  std::vector<char> spare;
+  l1_.collect_dirty(kPartRows, [&](const RowBlock& part, bool last) {
+    counters_.bytes_written_back += part.values.size() * sizeof(float);
+    while (write_backs_.size() >= kPartsInFlight) {
+      comm::wait_politely(write_backs_.front().request);
+      spare = std::move(write_backs_.front().bytes);
+      write_backs_.pop_front();
+    }
+    spare.clear();
+    write_backs_.push_back({MPI_REQUEST_NULL, std::move(spare)});
+    std::vector<char>& buffer = write_backs_.back().bytes;
+    comm::ByteWriter writer(buffer);
+    writer.put(WriteBackHeader{last ? last_kind : WriteBackKind::kWriteDownPart, round});
+    append_row_block(part, buffer);
+    write_backs_.back().request = comm::send_bytes(world_, producer_rank_, comm::kTagWriteBack, buffer);
+  });
 }
 
 std::vector<std::pair<const char*, double>> TieredStore::level_stats() const {

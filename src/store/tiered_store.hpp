@@ -15,6 +15,7 @@
 #include "store/l1_device_tier.hpp"
 #include "store/parameter_store.hpp"
 #include "store/remote_ps_store.hpp"
+#include "store/tiered_protocol.hpp"
 
 namespace strata::store {
 
@@ -52,6 +53,11 @@ class TieredStore : public ParameterStore {
  private:
   void exchange(const std::vector<char>& send, const std::vector<int>& send_counts, std::vector<char>& receive,
                 std::vector<int>& receive_counts);
+  // The same when the receiver already knows how much each peer sends.
+  void exchange_sized(const std::vector<char>& send, const std::vector<int>& send_counts, std::vector<char>& receive,
+                      const std::vector<int>& receive_counts);
+  // Sends every dirty L1 row to the producer in parts, the last one of kind last_kind.
+  void write_down(WriteBackKind last_kind, int64_t round);
 
   MPI_Comm world_;
   MPI_Comm trainers_comm_;
@@ -74,7 +80,6 @@ class TieredStore : public ParameterStore {
   std::vector<std::vector<uint32_t>> index_of_request_;   // per owner: unique index of each key sent
   std::vector<RowId> received_ids_;                       // ids other trainers asked this owner for
   std::vector<int> received_counts_;                      // per requester, in ids
-  std::vector<char> write_back_buffer_;
   struct PendingSend {
     MPI_Request request;
     std::vector<char> bytes;
