@@ -187,20 +187,29 @@ void L2HostTier::write_down(const RowBlock& rows) {
 }
 
 void L2HostTier::flush() {
-  if (!cache_) {
-    RowBlock none;
-    none.width = width_;
-    write_to_servers(none, /*wait=*/true);  // acknowledges every earlier write-back
-    return;
+  if (cache_) {
+    // In parts, as an L1 writes down: no message over MPI's int count, and no
+    // second copy of the whole L2 in fresh memory.
+    constexpr size_t kPartRows = 32768;
+    RowBlock part;
+    part.width = width_;
+    auto send_part = [&] {
+      write_to_servers(part, /*wait=*/false);
+      counters_.write_backs_to_l3 += part.size();
+      part.ids.clear();
+      part.values.clear();
+    };
+    cache_->for_each([&](const RowId& id, int64_t slot) {
+      if (!cache_->dirty(slot)) return;
+      part.append(id, cache_->row(slot));
+      cache_->set_dirty(slot, false);
+      if (part.size() >= kPartRows) send_part();
+    });
+    if (part.size()) send_part();
   }
-  RowBlock dirty;
-  dirty.width = width_;
-  cache_->for_each([&](const RowId& id, int64_t slot) {
-    if (cache_->dirty(slot)) dirty.append(id, cache_->row(slot));
-  });
-  write_to_servers(dirty, /*wait=*/true);
-  counters_.write_backs_to_l3 += dirty.size();
-  cache_->for_each([&](const RowId&, int64_t slot) { cache_->set_dirty(slot, false); });
+  RowBlock none;
+  none.width = width_;
+  write_to_servers(none, /*wait=*/true);  // acknowledged once every earlier write is on the servers
 }
 
 void L2HostTier::fetch_from_servers(const std::vector<RowId>& ids, RowBlock& out) {
