@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string path = argv[1];
-  int depth = 2, horizon = 4;
+  int depth = 2, horizon = 128;  // strata's defaults (store.prefetch_depth, store.horizon)
   std::vector<double> fractions = {0.01, 0.05, 0.10};
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--depth")) depth = std::atoi(argv[i + 1]);

@@ -88,8 +88,9 @@ def main():
                           os.path.join(ROOT, "inputs", "default.ini"), f"--train.steps={args.steps}",
                           "--train.eval=false", "--output.dir=" + os.path.join(work, "trace"),
                           "--output.trace=" + trace], check=True, capture_output=True)
+    # The engine's defaults: store.prefetch_depth 2, store.horizon 128.
     sim = subprocess.run([os.path.join(args.build, "bin", "bench_cache_simulator"), trace, "--depth", "2",
-                          "--horizon", "32"], check=True, capture_output=True, text=True).stdout
+                          "--horizon", "128"], check=True, capture_output=True, text=True).stdout
     print("2. cache simulator (hit rate per policy):")
     for line in sim.splitlines():
         if line.startswith("ratio"):

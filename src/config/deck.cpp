@@ -287,10 +287,11 @@ void validate(const RunOptions& options) {
   require_positive("train.eval_batch_size", options.train.eval_batch_size);
   require_positive("store.prefetch_depth", options.store.prefetch_depth);
   if (options.store.horizon < 0) throw Error("bad value for store.horizon", "store.horizon must be >= 0");
-  if (options.store.prefetch_depth + options.store.horizon > 60) {
+  if (options.store.prefetch_depth + options.store.horizon > kMaxLookAheadRounds) {
     throw Error("store.prefetch_depth + store.horizon = " +
                     std::to_string(options.store.prefetch_depth + options.store.horizon) + " is too far ahead",
-                "keep store.prefetch_depth + store.horizon <= 60 (the look-ahead tracks at most 64 rounds)");
+                "keep store.prefetch_depth + store.horizon <= " + std::to_string(kMaxLookAheadRounds) +
+                    " (the look-ahead tracks at most 256 rounds)");
   }
   if (options.store.min_count < 0) throw Error("bad value for store.min_count", "store.min_count must be >= 0");
   if (options.store.admission_counters < 1024) {

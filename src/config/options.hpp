@@ -8,6 +8,11 @@
 
 namespace strata {
 
+// store.prefetch_depth + store.horizon may not exceed this: the L1 directory
+// tracks the uses of 256 rounds at once, and the online controller may add
+// a few rounds of depth on top.
+constexpr int kMaxLookAheadRounds = 250;
+
 struct LayoutOptions {
   int producers = 1;  // CPU ranks that read, parse, hash, de-duplicate and prefetch
   int trainers = 1;   // ranks that run the dense network (one per GPU, or per core on CPU)
@@ -72,7 +77,7 @@ struct StoreOptions {
   double l2_mb = 256;           // per-producer L2 (host) budget, MiB (tiered); 0 = no L2
   std::string policy = "lookahead";  // lru | lfu | lfu_decay | lookahead
   double decay = 0.99;          // per-step decay of lfu_decay's frequencies
-  int horizon = 32;             // rounds planned beyond the prefetch window: the look-ahead policy sees their uses
+  int horizon = 128;            // rounds planned beyond the prefetch window: the look-ahead policy sees their uses
   int fault_l2_every = 0;       // fault injection: every Nth round L2 refuses rows (0 = off)
   int min_count = 0;            // admission: keys seen fewer times share their table's default row (0/1 = all)
   int64_t admission_counters = 1 << 22;  // counters per row of the admission count-min sketch (4 rows)

@@ -314,6 +314,7 @@ class Producer {
       // The online controller may change the depth between rounds.
       depth_ = staging_->prefetch_depth();
       const size_t ahead = static_cast<size_t>(depth_ + options_.store.horizon);
+      bool built = false;
       while (more && window.size() <= ahead) {
         // Never plan rounds past the last step: the window near the end (and
         // with it the minimum L1 budget) must not depend on when the trainers'
@@ -337,6 +338,7 @@ class Producer {
         }
         window.push_back(std::move(round));
         ++next_round_;
+        built = true;
         if (any_lagging) {
           switch_to_ps(window);
           return;
@@ -344,6 +346,12 @@ class Producer {
         staging_->add_round(window.back().number, rows_per_owner);
       }
       if (window.empty()) break;
+      // The last rounds are built already (the horizon reaches the last step):
+      // the producers agree on the fallback without a round exchange to carry it.
+      if (!built && options_.store.fallback_late_rounds > 0 && any_producer_lagging(staging_->wants_fallback())) {
+        switch_to_ps(window);
+        return;
+      }
       Round& front = window.front();
       if (options_.store.fault_staging_delay_ms > 0) {
         std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(options_.store.fault_staging_delay_ms));
@@ -386,6 +394,16 @@ class Producer {
       for (size_t i = 0; i < queues_.size(); ++i) send(queues_[i], encode_batch_message(window[r].batches[i]));
     }
     window.clear();
+  }
+
+  // Collective over producers: does any of them want the Scheme A fallback?
+  bool any_producer_lagging(bool lagging) {
+    int mine = lagging ? 1 : 0, any = 0;
+    MPI_Request request;
+    comm::check_mpi(MPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, context_.role_comm, &request),
+                    "MPI_Iallreduce");
+    wait(request);
+    return any != 0;
   }
 
   // Collective over producers: every producer learns which of this round's rows

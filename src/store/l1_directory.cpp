@@ -36,7 +36,7 @@ int32_t L1Directory::entry_index(const RowId& id) {
 // An entry that is not present, not pinned and not used in the horizon is forgotten.
 void L1Directory::release_if_unused(int32_t index) {
   const Entry& e = entries_[index];
-  if (e.slot >= 0 || e.pins > 0 || e.future != 0) return;
+  if (e.slot >= 0 || e.pins > 0 || !e.future.empty()) return;
   index_.erase(e.id);
   free_entries_.push_back(index);
 }
@@ -63,7 +63,6 @@ void L1Directory::add_round(int64_t round, std::vector<RowId> rows, std::vector<
     throw Error("the look-ahead horizon spans more than " + std::to_string(kMaxKnownRounds) + " rounds",
                 "keep store.prefetch_depth + store.horizon below " + std::to_string(kMaxKnownRounds - 2));
   }
-  const uint64_t bit = uint64_t(1) << (round & 63);
   // Resolved to entry indices once: an entry with a future use is never
   // released, so the indices stay valid until the round retires.
   std::vector<int32_t> indices(rows.size());
@@ -71,8 +70,8 @@ void L1Directory::add_round(int64_t round, std::vector<RowId> rows, std::vector<
     indices[i] = entry_index(rows[i]);
     Entry& e = entries_[indices[i]];
     if (absent && e.slot < 0) absent->push_back(rows[i]);
-    const bool had_no_future = e.future == 0;
-    e.future |= bit;
+    const bool had_no_future = e.future.empty();
+    e.future.set(round);
     if (e.slot >= 0 && e.pins == 0 && had_no_future) {
       e.usage.next_use = round;  // a use just became known
       queue_.update(e.slot, e.usage);
@@ -81,14 +80,9 @@ void L1Directory::add_round(int64_t round, std::vector<RowId> rows, std::vector<
   rounds_.emplace_back(round, std::move(indices));
 }
 
-// Every set bit of the mask is a known round in (round, round + 64): retired
+// Every set bit of the mask is a known round in (round, round + 256): retired
 // rounds' bits are cleared before this is asked.
-int64_t L1Directory::next_use_after(const Entry& e, int64_t round) const {
-  const unsigned shift = static_cast<unsigned>((round + 1) & 63);
-  const uint64_t rotated = shift == 0 ? e.future : (e.future >> shift) | (e.future << (64 - shift));
-  if (rotated == 0) return INT64_MAX;
-  return round + 1 + __builtin_ctzll(rotated);
-}
+int64_t L1Directory::next_use_after(const Entry& e, int64_t round) const { return e.future.next_after(round); }
 
 void L1Directory::pin_round(int64_t round) {
   for (int32_t index : entries_of(round)) {
@@ -125,8 +119,7 @@ StagingPlan L1Directory::plan(int64_t round, int depth) {
   // Retire rounds before this one: their rows leave the window and the horizon.
   while (!rounds_.empty() && rounds_.front().first < round) {
     const int64_t old = rounds_.front().first;
-    const uint64_t bit = uint64_t(1) << (old & 63);
-    for (int32_t index : rounds_.front().second) entries_[index].future &= ~bit;
+    for (int32_t index : rounds_.front().second) entries_[index].future.clear(old);
     if (old <= pinned_through_) unpin_round(old);
     for (int32_t index : rounds_.front().second) release_if_unused(index);
     rounds_.pop_front();

@@ -13,6 +13,7 @@
 #include <deque>
 #include <vector>
 
+#include "config/options.hpp"
 #include "store/count_min_sketch.hpp"
 #include "store/eviction_policy.hpp"
 #include "store/row_map.hpp"
@@ -27,10 +28,42 @@ struct StagingPlan {
   int64_t hits = 0;           // needed rows already in L1
 };
 
+// One bit per known round, r mod 256 (a ring: retired rounds' bits are cleared
+// before their numbers come round again).
+class RoundMask {
+ public:
+  static constexpr int kBits = 256;
+  bool empty() const { return (words_[0] | words_[1] | words_[2] | words_[3]) == 0; }
+  void set(int64_t round) { words_[bit(round) >> 6] |= uint64_t(1) << (bit(round) & 63); }
+  void clear(int64_t round) { words_[bit(round) >> 6] &= ~(uint64_t(1) << (bit(round) & 63)); }
+  // The first set round after `round`, searching the ring (round, round + 256); INT64_MAX if none.
+  int64_t next_after(int64_t round) const {
+    const int start = bit(round + 1);
+    for (int step = 0; step <= 4; ++step) {
+      // Word w from bit `from` on: the first step starts mid-word, the last
+      // (step 4) finishes the word it began in, below the start bit.
+      const int w = ((start >> 6) + step) & 3;
+      uint64_t word = words_[w];
+      if (step == 0) word &= ~uint64_t(0) << (start & 63);
+      if (step == 4) word &= (start & 63) ? ~(~uint64_t(0) << (start & 63)) : 0;
+      if (word) {
+        const int at = (w << 6) + __builtin_ctzll(word);
+        return round + 1 + ((at - start + kBits) % kBits);
+      }
+    }
+    return INT64_MAX;
+  }
+
+ private:
+  static int bit(int64_t round) { return static_cast<int>(round & (kBits - 1)); }
+  uint64_t words_[4] = {0, 0, 0, 0};
+};
+
 class L1Directory {
  public:
   // Rounds that may be known (added, not retired) at once.
-  static constexpr int64_t kMaxKnownRounds = 64;
+  static constexpr int64_t kMaxKnownRounds = 256;
+  static_assert(kMaxLookAheadRounds + 4 <= kMaxKnownRounds, "the deck may ask for more rounds than are tracked");
 
   // history (may be null): access counts that outlive a row's stay in L1.
   L1Directory(int owner, int64_t capacity_rows, int row_bytes, const EvictionPolicy& policy,
@@ -59,7 +92,7 @@ class L1Directory {
   struct Entry {
     RowId id;
     RowUsage usage;
-    uint64_t future = 0;  // bit (r mod 64): the row is used in known round r
+    RoundMask future;     // bit (r mod 256): the row is used in known round r
     int32_t pins = 0;     // window rounds that need the row
     int32_t slot = -1;    // L1 slot when present, else -1
   };

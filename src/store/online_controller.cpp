@@ -41,7 +41,7 @@ ControllerDecision OnlineController::decide(const ControllerWindow& w, const Con
   const double l1_floor_mb = 1.25 * window_mb;
 
   // 1. Trainers waiting for staging: look further ahead.
-  if (late_share > 0.2 && now.prefetch_depth < options_.max_prefetch && now.prefetch_depth + 1 + horizon_ <= 60 &&
+  if (late_share > 0.2 && now.prefetch_depth < options_.max_prefetch && now.prefetch_depth + 1 + horizon_ <= kMaxLookAheadRounds &&
       l1_floor_mb * (now.prefetch_depth + 2) / (now.prefetch_depth + 1) <= now.l1_mb) {
     d.next.prefetch_depth = now.prefetch_depth + 1;
     d.action = "prefetch_depth " + std::to_string(now.prefetch_depth) + " -> " + std::to_string(d.next.prefetch_depth);
