@@ -110,6 +110,17 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             text += f"\n--- {log}\n" + open(log).read()[-1500:]
         return text
 
+    # `with PrivateSlurm(dir) as slurm:` starts it, and on the way out cancels
+    # every job and stops the daemons, whatever happened inside.
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        run(["scancel", "--full", "--user=root"], env=self.env, check=False)
+        self.stop()
+        return False
+
     def stop(self):
         for pid in self.pids:
             try:

@@ -40,9 +40,7 @@ def main():
     run(cmd + [args.strata, "train", "--config", deck, "--output.dir=" + reference_dir, *options], timeout=600)
     reference = json.load(open(os.path.join(reference_dir, "summary.json")))
 
-    slurm = PrivateSlurm(args.workdir)
-    slurm.start()
-    try:
+    with PrivateSlurm(args.workdir) as slurm:
         run_dir = os.path.join(args.workdir, "slurm-run")
         shutil.rmtree(run_dir, ignore_errors=True)
         env = dict(slurm.env, STRATA_BIN=args.strata, STRATA_DECK=deck, STRATA_RUN_DIR=run_dir)
@@ -91,9 +89,6 @@ def main():
                                                                         reference["params_digest"])
         print(f"job {job}: preempted, resumed from step {summary['checkpoints']['resumed_from_step']}, "
               f"finished with the uninterrupted digest {reference['params_digest'][:16]}")
-    finally:
-        run(["scancel", "--full", "--user=root"], env=slurm.env, check=False)
-        slurm.stop()
 
 
 if __name__ == "__main__":

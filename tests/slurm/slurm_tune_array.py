@@ -80,9 +80,7 @@ def main():
     study = os.path.join(args.workdir, "study.journal")
     deck = os.path.join(args.source, "tests", "e2e", "tiny.ini")
 
-    slurm = PrivateSlurm(args.workdir)
-    slurm.start()
-    try:
+    with PrivateSlurm(args.workdir) as slurm:
         env = dict(slurm.env, STRATA_BIN=args.strata, STRATA_DECK=deck, STRATA_STUDY=study,
                    TRIALS=str(TRIALS_PER_TASK), TRIAL_STEPS="20")
         out_pattern = os.path.join(args.workdir, "tune-%A_%a.out")
@@ -119,9 +117,6 @@ def main():
         assert len(study_trials(sys.executable, study)) == 3 * TRIALS_PER_TASK
         print(f"array job {job}: 2 tasks, trials {sorted(numbers)} in one study; "
               f"job {again} continued it with trials {continued}")
-    finally:
-        run(["scancel", "--full", "--user=root"], env=slurm.env, check=False)
-        slurm.stop()
 
 
 if __name__ == "__main__":
