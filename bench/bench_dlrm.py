@@ -33,6 +33,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import mpirun  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch; not the python3 on PATH
 
@@ -127,10 +130,7 @@ class Strata:
 
     def command(self, batch, steps, out_dir):
         ranks = self.trainers + 2
-        mpirun = ["mpirun", "-n", str(ranks), "--oversubscribe", "--bind-to", "none",
-                  "-x", "OPENBLAS_NUM_THREADS=1"]
-        if os.geteuid() == 0:
-            mpirun.append("--allow-run-as-root")
+        launcher = mpirun(ranks)
         # Scheme A: on one machine with no network cost it is strata's fastest
         # store; the tiered store's benchmarks are in bench/tiered/.
         deck = ["--store.mode=ps", f"--layout.trainers={self.trainers}", "--layout.producers=1", "--layout.servers=1",
@@ -144,7 +144,7 @@ class Strata:
             deck += ["--data.source=synthetic", f"--data.vocab_sizes={self.args.vocab}",
                      f"--data.zipf_exponent={self.args.zipf}", "--data.num_tables=26", "--data.num_dense=13",
                      f"--data.synthetic_train_samples={max(1 << 20, steps * batch)}"]
-        return mpirun + [str(self.bin), "train", "--config", str(REPO / "inputs/default.ini")] + deck
+        return launcher + [str(self.bin), "train", "--config", str(REPO / "inputs/default.ini")] + deck
 
     def run(self, batch, steps):
         out_dir = self.run_root / f"t{self.trainers}_b{batch}_s{steps}"

@@ -20,12 +20,8 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def mpirun(ranks):
-    cmd = ["mpirun", "-n", str(ranks), "--oversubscribe", "--bind-to", "none", "-x", "OPENBLAS_NUM_THREADS=1"]
-    return cmd + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench_common import ROOT, collect_ratios, default_build_dir, mpirun  # noqa: E402
 
 
 def disk_write_gbs(directory, mib=1024):
@@ -40,7 +36,7 @@ def disk_write_gbs(directory, mib=1024):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--build", default=os.path.join(ROOT, os.environ.get("STRATA_BUILD_DIR", "build")))
+    p.add_argument("--build", default=default_build_dir())
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--every", type=int, default=1000)
     p.add_argument("--vocab", type=int, default=1000000)
@@ -77,12 +73,7 @@ def main():
     if os.path.exists(reader):
         text = subprocess.run([reader], capture_output=True, text=True, check=True).stdout
         print("data readers (bench_read_speed):")
-        for line in text.splitlines():
-            if line.startswith("ratio"):
-                name, value = line.rsplit(":", 1)
-                ratios.append((name.replace("ratio ", ""), float(value)))
-            else:
-                print("   " + line)
+        collect_ratios(text, ratios)
     for name, value in ratios:
         print(f"ratio {name}: {value:.3f}")
 

@@ -20,16 +20,14 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench_common import ROOT, collect_ratios, default_build_dir, mpirun  # noqa: E402
 LINKS_100G_GEN5 = ["--links.network_gbps=100", "--links.network_latency_us=5",
                    "--links.h2d_gbps=512", "--links.h2d_latency_us=2"]
 
 
 def run(build, out, *options, steps):
-    cmd = ["mpirun", "-n", "4", "--oversubscribe", "--bind-to", "none", "-x", "OPENBLAS_NUM_THREADS=1"]
-    if os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")
-    cmd += [os.path.join(build, "bin", "strata"), "train", "--config", os.path.join(ROOT, "inputs", "default.ini"),
+    cmd = mpirun(4) + [os.path.join(build, "bin", "strata"), "train", "--config", os.path.join(ROOT, "inputs", "default.ini"),
             f"--train.steps={steps}", "--train.eval=false", "--output.dir=" + out, *options]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -51,7 +49,7 @@ def megabytes(rows, row_bytes):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--build", default=os.path.join(ROOT, os.environ.get("STRATA_BUILD_DIR", "build")))
+    parser.add_argument("--build", default=default_build_dir())
     parser.add_argument("--steps", type=int, default=1500)
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="strata-bench-tiered-")
@@ -82,9 +80,7 @@ def main():
 
     # 2. trace and simulator.
     trace = os.path.join(work, "run.trace")
-    cmd = ["mpirun", "-n", "4", "--oversubscribe", "--bind-to", "none"] + (
-        ["--allow-run-as-root"] if os.geteuid() == 0 else [])
-    subprocess.run(cmd + [os.path.join(args.build, "bin", "strata"), "trace", "--config",
+    subprocess.run(mpirun(4) + [os.path.join(args.build, "bin", "strata"), "trace", "--config",
                           os.path.join(ROOT, "inputs", "default.ini"), f"--train.steps={args.steps}",
                           "--train.eval=false", "--output.dir=" + os.path.join(work, "trace"),
                           "--output.trace=" + trace], check=True, capture_output=True)
@@ -92,12 +88,7 @@ def main():
     sim = subprocess.run([os.path.join(args.build, "bin", "bench_cache_simulator"), trace, "--depth", "2",
                           "--horizon", "128"], check=True, capture_output=True, text=True).stdout
     print("2. cache simulator (hit rate per policy):")
-    for line in sim.splitlines():
-        if line.startswith("ratio"):
-            name, value = line.rsplit(":", 1)
-            ratios.append((name.replace("ratio ", "") + " (target >= 0.98)", float(value)))
-        else:
-            print("   " + line)
+    collect_ratios(sim, ratios, suffix=" (target >= 0.98)")
 
     # 3. L1 = 2 % of rows vs everything in L1, link model on.
     small = run(args.build, os.path.join(work, "l1small"), "--store.mode=tiered", *LINKS_100G_GEN5,
@@ -118,12 +109,7 @@ def main():
     gs = subprocess.run([os.path.join(args.build, "bin", "bench_gather_scatter")], check=True, capture_output=True,
                         text=True).stdout
     print("5. gather + scatter-add of random rows (1 GiB table):")
-    for line in gs.splitlines():
-        if line.startswith("ratio"):
-            name, value = line.rsplit(":", 1)
-            ratios.append((name.replace("ratio ", ""), float(value)))
-        else:
-            print("   " + line)
+    collect_ratios(gs, ratios)
 
     for name, value in ratios:
         print(f"ratio {name}: {value:.4f}")

@@ -23,7 +23,8 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench_common import ROOT, default_build_dir, mpirun  # noqa: E402
 LINKS = ["--links.network_gbps=100", "--links.network_latency_us=5", "--links.h2d_gbps=512",
          "--links.h2d_latency_us=2"]
 # The space: L1 budget, prefetch depth, policy, role split, batch size (L2 fixed).
@@ -38,10 +39,7 @@ DEFAULT = ["--tune.space_l1_mb=64", "--tune.space_l2_mb=256", "--tune.space_pref
 
 def tune(build, out, plugin, trials, extra, steps, warmup):
     shutil.rmtree(out, ignore_errors=True)
-    cmd = ["mpirun", "-n", "4", "--oversubscribe", "--bind-to", "none", "-x", "OPENBLAS_NUM_THREADS=1"]
-    if os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")
-    cmd += [os.path.join(build, "bin", "strata"), "tune", "--config", os.path.join(ROOT, "inputs", "default.ini"),
+    cmd = mpirun(4) + [os.path.join(build, "bin", "strata"), "tune", "--config", os.path.join(ROOT, "inputs", "default.ini"),
             f"--tune.plugin={plugin}", f"--tune.trials={trials}", f"--tune.trial_steps={steps}",
             f"--tune.warmup_steps={warmup}", "--tune.l1_limit_mb=1024", "--tune.l2_limit_mb=8192",
             "--output.dir=" + out, *LINKS, *extra]
@@ -76,7 +74,7 @@ def describe(row):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--build", default=os.path.join(ROOT, os.environ.get("STRATA_BUILD_DIR", "build")))
+    p.add_argument("--build", default=default_build_dir())
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--warmup", type=int, default=15)
     p.add_argument("--repeats", type=int, default=3)

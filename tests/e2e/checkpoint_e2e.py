@@ -5,7 +5,6 @@ files. Real mpirun jobs of the strata binary; run by ctest (tests/e2e/CMakeLists
 
 usage: checkpoint_e2e.py CASE --strata BIN --mpiexec MPIEXEC --workdir DIR
 """
-import argparse
 import glob
 import json
 import os
@@ -16,7 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from strata_e2e import TINY, Runner  # noqa: E402
+from strata_e2e import TINY, run_case_from_command_line  # noqa: E402
 
 PREEMPTED = 85  # runtime/preemption.hpp
 
@@ -251,14 +250,5 @@ def case_damaged_checkpoints(r):
     print("damaged files refused; latest fell back from", os.path.basename(newest), "to", os.path.basename(good))
 
 
-CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("case", choices=sorted(CASES))
-    parser.add_argument("--strata", required=True)
-    parser.add_argument("--mpiexec", required=True)
-    parser.add_argument("--workdir", required=True)
-    args = parser.parse_args()
-    CASES[args.case](Runner(args))
-    print(f"{args.case}: passed")
+    run_case_from_command_line({name[5:]: fn for name, fn in globals().items() if name.startswith("case_")})

@@ -352,14 +352,18 @@ def case_tiered_exact_t4(r):
     tiered_matrix(r, 4)
 
 
-CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
-
-if __name__ == "__main__":
+def run_case_from_command_line(cases):
+    """The ctest entry of a case file: `FILE CASE --strata BIN --mpiexec MPIEXEC --workdir DIR`;
+    `cases` maps each case name to its function (the module's case_* functions)."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("case", choices=sorted(CASES))
+    parser.add_argument("case", choices=sorted(cases))
     parser.add_argument("--strata", required=True)
     parser.add_argument("--mpiexec", required=True)
     parser.add_argument("--workdir", required=True)
     args = parser.parse_args()
-    CASES[args.case](Runner(args))
+    cases[args.case](Runner(args))
     print(f"{args.case}: passed")
+
+
+if __name__ == "__main__":
+    run_case_from_command_line({name[5:]: fn for name, fn in globals().items() if name.startswith("case_")})

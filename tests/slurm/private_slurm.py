@@ -2,6 +2,7 @@
 Debian's slurm-wlm and munge, with config, state and logs under a work
 directory, stopped by PID. Installs nothing; where Slurm cannot start here,
 skip() exits 77 (a ctest skip) and says why."""
+import argparse
 import glob
 import os
 import shutil
@@ -141,3 +142,15 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             if token.startswith(field + "="):
                 return token.split("=", 1)[1]
         return None
+
+
+def test_arguments(*extra):
+    """A Slurm test's command line (--strata, --workdir, --source and the names in
+    `extra`, all required), with its work directory made empty."""
+    parser = argparse.ArgumentParser()
+    for name in ("--strata", "--workdir", "--source", *extra):
+        parser.add_argument(name, required=True)
+    args = parser.parse_args()
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    os.makedirs(args.workdir)
+    return args

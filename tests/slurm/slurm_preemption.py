@@ -11,25 +11,17 @@ says why; it never reports a pass it did not earn.
 
 usage: slurm_preemption.py --strata BIN --mpiexec MPIEXEC --workdir DIR --source REPO
 """
-import argparse
 import glob
 import json
 import os
 import shutil
 import time
 
-from private_slurm import PrivateSlurm, run
+from private_slurm import PrivateSlurm, run, test_arguments
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--strata", required=True)
-    parser.add_argument("--mpiexec", required=True)
-    parser.add_argument("--workdir", required=True)
-    parser.add_argument("--source", required=True)
-    args = parser.parse_args()
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
+    args = test_arguments("--mpiexec")
     deck = os.path.join(args.source, "tests", "e2e", "tiny.ini")
     options = ["--layout.trainers=2", "--train.steps=150", "--links.network_gbps=1",
                "--links.network_latency_us=3000", "--output.metrics_every=50"]

@@ -12,16 +12,14 @@ says why.
 
 usage: slurm_tune_array.py --strata BIN --workdir DIR --source REPO
 """
-import argparse
 import csv
 import glob
 import os
-import shutil
 import subprocess
 import sys
 import time
 
-from private_slurm import PrivateSlurm, run
+from private_slurm import PrivateSlurm, run, test_arguments
 
 TRIALS_PER_TASK = 2
 
@@ -70,13 +68,7 @@ def submit(slurm, args, env, array, out_pattern):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--strata", required=True)
-    parser.add_argument("--workdir", required=True)
-    parser.add_argument("--source", required=True)
-    args = parser.parse_args()
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
+    args = test_arguments()
     study = os.path.join(args.workdir, "study.journal")
     deck = os.path.join(args.source, "tests", "e2e", "tiny.ini")
 
