@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "io/access_trace.hpp"
+#include "store/access_trace.hpp"
 #include "store/count_min_sketch.hpp"
 #include "store/eviction_policy.hpp"
 #include "store/row_cache.hpp"
@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    auto records = strata::io::read_access_trace(path);
+    auto records = strata::store::read_access_trace(path);
     std::map<int32_t, OwnerTrace> owners;
     for (auto& rec : records) owners[rec.owner].rounds.push_back(std::move(rec.rows));
     for (auto& [owner, trace] : owners) {

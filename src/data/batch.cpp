@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "comm/wire.hpp"
 #include "common/error.hpp"
 
 namespace strata::data {
@@ -124,66 +125,34 @@ void deduplicate_table(SparseBags& bags) {
 }
 
 // ---- wire format --------------------------------------------------------------
-// Native byte order (producers and trainers run the same binary on one cluster):
+// Native byte order (producers and trainers run the same binary on one cluster),
+// written with comm::ByteWriter (arrays: u64 count, padding to their alignment, values):
 //   u32 magic, u32 version, i64 first_sample, i32 size, i32 num_dense, i32 num_tables,
 //   f32 labels[size], f32 dense[size * num_dense],
-//   per table: i32 offsets[size + 1], i64 num_unique, u64 unique_keys[num_unique],
-//              i32 index[offsets[size]].
+//   per table: i32 offsets[size + 1], u64 unique_keys[U], i32 index[offsets[size]].
 constexpr uint32_t kWireMagic = 0x42525453;  // "STRB"
-constexpr uint32_t kWireVersion = 1;
-
-template <typename T>
-void put(std::vector<char>& out, const T& value) {
-  const size_t at = out.size();
-  out.resize(at + sizeof(T));
-  std::memcpy(out.data() + at, &value, sizeof(T));
-}
-
-template <typename T>
-void put_array(std::vector<char>& out, const std::vector<T>& values) {
-  const size_t at = out.size();
-  out.resize(at + values.size() * sizeof(T));
-  if (!values.empty()) std::memcpy(out.data() + at, values.data(), values.size() * sizeof(T));
-}
+constexpr uint32_t kWireVersion = 2;
 
 Error malformed_batch(const std::string& why) {
   return Error("malformed batch buffer: " + why,
                "producer and trainer must run the same strata build; this is a bug if they do");
 }
 
-class WireReader {
- public:
-  WireReader(const char* bytes, size_t size) : bytes_(bytes), size_(size) {}
-
-  template <typename T>
-  T get(const char* what) {
-    need(sizeof(T), what);
-    T value;
-    std::memcpy(&value, bytes_ + at_, sizeof(T));
-    at_ += sizeof(T);
-    return value;
+// Copies a view of the buffer into out, reusing out's capacity.
+template <class T>
+void take(comm::ByteReader& in, std::vector<T>& out, uint64_t expected, const char* what) {
+  comm::Span<T> view;
+  try {
+    view = in.view_array<T>();
+  } catch (const Error&) {
+    throw malformed_batch(std::string("truncated in ") + what);
   }
-
-  template <typename T>
-  void get_array(std::vector<T>& out, uint64_t count, const char* what) {
-    if (count > (size_ - at_) / sizeof(T)) {
-      throw malformed_batch(std::string("truncated in ") + what);
-    }
-    out.resize(count);
-    if (count) std::memcpy(out.data(), bytes_ + at_, count * sizeof(T));
-    at_ += count * sizeof(T);
+  if (expected != UINT64_MAX && view.size != expected) {
+    throw malformed_batch(std::string(what) + ": " + std::to_string(view.size) + " values, expected " +
+                          std::to_string(expected));
   }
-
-  size_t remaining() const { return size_ - at_; }
-
- private:
-  void need(size_t n, const char* what) const {
-    if (size_ - at_ < n) throw malformed_batch(std::string("truncated in ") + what);
-  }
-  const char* bytes_;
-  size_t size_;
-  size_t at_ = 0;
-};
+  out.assign(view.begin(), view.end());
+}
 
 }  // namespace
 
@@ -191,27 +160,27 @@ void deduplicate(Batch& batch) {
   for (SparseBags& bags : batch.tables) deduplicate_table(bags);
 }
 
-std::vector<char> serialize(const Batch& batch) {
+void serialize(const Batch& batch, std::vector<char>& out) {
   const size_t b = static_cast<size_t>(batch.size);
   if (batch.size < 0 || batch.num_dense < 0 || batch.labels.size() != b ||
       batch.dense.size() != b * static_cast<size_t>(batch.num_dense)) {
     throw Error("serialize: batch labels/dense do not match size " + std::to_string(batch.size),
                 "fill one label and num_dense values per sample");
   }
-  size_t bytes = 32 + b * sizeof(float) * (1 + static_cast<size_t>(batch.num_dense));
+  size_t bytes = 64 + b * sizeof(float) * (1 + static_cast<size_t>(batch.num_dense));
   for (const SparseBags& bags : batch.tables) {
-    bytes += (b + 1) * 4 + 8 + bags.unique_keys.size() * 8 + bags.index.size() * 4;
+    bytes += (b + 1) * 4 + 40 + bags.unique_keys.size() * 8 + bags.index.size() * 4;
   }
-  std::vector<char> out;
-  out.reserve(bytes);
-  put(out, kWireMagic);
-  put(out, kWireVersion);
-  put(out, batch.first_sample);
-  put(out, batch.size);
-  put(out, batch.num_dense);
-  put(out, static_cast<int32_t>(batch.tables.size()));
-  put_array(out, batch.labels);
-  put_array(out, batch.dense);
+  out.reserve(out.size() + bytes);
+  comm::ByteWriter writer(out);
+  writer.put(kWireMagic);
+  writer.put(kWireVersion);
+  writer.put(batch.first_sample);
+  writer.put(batch.size);
+  writer.put(batch.num_dense);
+  writer.put(static_cast<int32_t>(batch.tables.size()));
+  writer.put_vector(batch.labels);
+  writer.put_vector(batch.dense);
   for (size_t t = 0; t < batch.tables.size(); ++t) {
     const SparseBags& bags = batch.tables[t];
     if (bags.offsets.size() != b + 1 || bags.offsets.front() != 0) {
@@ -223,62 +192,78 @@ std::vector<char> serialize(const Batch& batch) {
       throw Error("serialize: table " + std::to_string(t) + " is not de-duplicated",
                   "call deduplicate(batch) before serialize(batch)");
     }
-    put_array(out, bags.offsets);
-    put(out, static_cast<int64_t>(bags.unique_keys.size()));
-    put_array(out, bags.unique_keys);
-    put_array(out, bags.index);
+    writer.put_vector(bags.offsets);
+    writer.put_vector(bags.unique_keys);
+    writer.put_vector(bags.index);
   }
+}
+
+std::vector<char> serialize(const Batch& batch) {
+  std::vector<char> out;
+  serialize(batch, out);
   return out;
 }
 
-Batch deserialize(const char* bytes, size_t size) {
+void deserialize(const char* bytes, size_t size, Batch& batch) {
   if (bytes == nullptr && size != 0) throw malformed_batch("null buffer");
-  WireReader in(bytes, size);
-  if (in.get<uint32_t>("header") != kWireMagic) throw malformed_batch("bad magic");
-  const uint32_t version = in.get<uint32_t>("header");
+  comm::ByteReader in(bytes, size, "batch buffer");
+  const auto header = [&](auto value) {
+    try {
+      return in.get<decltype(value)>();
+    } catch (const Error&) {
+      throw malformed_batch("truncated in header");
+    }
+  };
+  if (header(uint32_t{}) != kWireMagic) throw malformed_batch("bad magic");
+  const uint32_t version = header(uint32_t{});
   if (version != kWireVersion) {
     throw malformed_batch("wire version " + std::to_string(version) + ", expected " +
                           std::to_string(kWireVersion));
   }
-  Batch batch;
-  batch.first_sample = in.get<int64_t>("header");
-  batch.size = in.get<int32_t>("header");
-  batch.num_dense = in.get<int32_t>("header");
-  const int32_t num_tables = in.get<int32_t>("header");
+  batch.first_sample = header(int64_t{});
+  batch.size = header(int32_t{});
+  batch.num_dense = header(int32_t{});
+  const int32_t num_tables = header(int32_t{});
   if (batch.size < 0 || batch.num_dense < 0 || num_tables < 0) {
     throw malformed_batch("negative size, num_dense or num_tables");
   }
   const uint64_t b = static_cast<uint64_t>(batch.size);
-  in.get_array(batch.labels, b, "labels");
-  in.get_array(batch.dense, b * static_cast<uint64_t>(batch.num_dense), "dense");
-  // Each table needs at least its offsets and count: reject absurd table counts
-  // before allocating for them.
-  if (static_cast<uint64_t>(num_tables) > in.remaining() / ((b + 1) * 4 + 8)) {
+  if (b > in.remaining() / sizeof(float)) throw malformed_batch("truncated in labels");
+  take(in, batch.labels, b, "labels");
+  take(in, batch.dense, b * static_cast<uint64_t>(batch.num_dense), "dense");
+  // Each table needs at least its offsets: reject absurd table counts before
+  // allocating for them.
+  if (static_cast<uint64_t>(num_tables) > in.remaining() / ((b + 1) * 4 + 24)) {
     throw malformed_batch("truncated in tables");
   }
   batch.tables.resize(static_cast<size_t>(num_tables));
   for (SparseBags& bags : batch.tables) {
-    in.get_array(bags.offsets, b + 1, "offsets");
+    take(in, bags.offsets, b + 1, "offsets");
     if (bags.offsets[0] != 0) throw malformed_batch("offsets do not start at 0");
     for (uint64_t i = 0; i < b; ++i) {
       if (bags.offsets[i + 1] < bags.offsets[i]) throw malformed_batch("offsets decrease");
     }
-    const int64_t num_unique = in.get<int64_t>("unique key count");
-    if (num_unique < 0) throw malformed_batch("negative unique key count");
-    in.get_array(bags.unique_keys, static_cast<uint64_t>(num_unique), "unique keys");
+    take(in, bags.unique_keys, UINT64_MAX, "unique keys");
     for (size_t i = 1; i < bags.unique_keys.size(); ++i) {
       if (bags.unique_keys[i] <= bags.unique_keys[i - 1]) {
         throw malformed_batch("unique keys not strictly ascending");
       }
     }
-    in.get_array(bags.index, static_cast<uint64_t>(bags.offsets[b]), "index");
+    take(in, bags.index, static_cast<uint64_t>(bags.offsets[b]), "index");
+    const int64_t num_unique = static_cast<int64_t>(bags.unique_keys.size());
     for (int32_t idx : bags.index) {
       if (idx < 0 || idx >= num_unique) throw malformed_batch("index out of range");
     }
+    bags.keys.clear();
   }
   if (in.remaining() != 0) {
     throw malformed_batch(std::to_string(in.remaining()) + " trailing bytes");
   }
+}
+
+Batch deserialize(const char* bytes, size_t size) {
+  Batch batch;
+  deserialize(bytes, size, batch);
   return batch;
 }
 

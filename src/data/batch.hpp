@@ -31,7 +31,10 @@ struct Batch {
 void deduplicate(Batch& batch);
 
 // Wire format between producer and trainer (only the de-duplicated form travels).
+// serialize(batch, out) appends to out; deserialize(..., batch) reuses batch's capacity.
+void serialize(const Batch& batch, std::vector<char>& out);
 std::vector<char> serialize(const Batch& batch);
+void deserialize(const char* bytes, size_t size, Batch& batch);
 Batch deserialize(const char* bytes, size_t size);
 
 }  // namespace strata::data

@@ -19,12 +19,16 @@ struct PhaseDone {
   uint32_t stop = 0;   // 1: preempted: no evaluation, the job ends now
 };
 
-// [kind u32][batch size u64][batch bytes][attachment bytes]; the attachment
-// carries the tiered store's staging plan for the same round (empty in ps mode).
-std::vector<char> encode_batch_message(const data::Batch& batch, const std::vector<char>& attachment = {});
+// [kind u32][pad u32][batch size u64][batch bytes, padded to 8][attachment bytes];
+// the attachment carries the tiered store's staging plan for the same round
+// (empty in ps mode). encode_batch_message(batch, message) fills `message` with
+// header and batch; an attachment is appended to it afterwards (comm::ByteWriter).
+void encode_batch_message(const data::Batch& batch, std::vector<char>& message);
+std::vector<char> encode_batch_message(const data::Batch& batch);
 std::vector<char> encode_end_of_phase();
 BatchMessageKind message_kind(const std::vector<char>& message);
 data::Batch decode_batch_message(const std::vector<char>& message);
+void decode_batch_message(const std::vector<char>& message, data::Batch& batch);  // reuses batch's capacity
 // The attachment of a batch message: pointer into `message` and its size.
 std::pair<const char*, size_t> batch_message_attachment(const std::vector<char>& message);
 

@@ -17,6 +17,7 @@
 #include "runtime/checkpointing.hpp"
 #include "store/frequency_admission.hpp"
 #include "store/producer_staging.hpp"
+#include "store/round_requests.hpp"
 
 namespace strata::runtime {
 namespace {
@@ -34,6 +35,7 @@ struct TrainerQueue {
   int trainer = 0;
   int world_rank = 0;
   std::deque<InFlight> in_flight;
+  std::vector<std::vector<char>> spare;  // buffers of completed sends, reused
   bool done = false;   // PhaseDone received
   bool final = false;
 };
@@ -52,7 +54,7 @@ class Producer {
     std::vector<int> trainers = layout.trainers_of_producer(context.index);
     std::vector<int> trainer_ranks;
     for (int t : trainers) {
-      queues_.push_back({t, layout.world_rank(Role::kTrainer, t), {}, false, false});
+      queues_.push_back({t, layout.world_rank(Role::kTrainer, t), {}, {}, false, false});
       trainer_ranks.push_back(layout.world_rank(Role::kTrainer, t));
     }
     source_ = make_batch_source(options, context.index, layout.producers(), trainers, layout.trainers());
@@ -66,6 +68,8 @@ class Producer {
       const int width = dim + model::make_sparse_optimizer(options.optim)->state_width(dim);
       staging_ = std::make_unique<store::ProducerStaging>(options, width, trainers, trainer_ranks, servers,
                                                           MPI_COMM_WORLD, /*servers_may_hold_rows=*/resume.active());
+      exchange_ = std::make_unique<store::RoundExchange>(context.index, layout.producers(), layout.trainers(),
+                                                         context.role_comm);
     }
     stamps_.resize(queues_.size());
     if (staging_) staging_->set_wait_hook([this] { poll_checkpoint(); });
@@ -73,8 +77,10 @@ class Producer {
   }
 
   ProducerReport run() {
+    const CpuTimes cpu_start = process_cpu_times();
     bool final = false;
     while (!final) final = run_phase(Phase::kTrain);
+    report_.train_cpu = process_cpu_times() - cpu_start;
     if (stopped_) return report_;  // preempted: the checkpoint holds everything
     if (staging_ && !fell_back_) staging_->finish_training();
     if (run_has_eval(options_)) run_phase(Phase::kEval);
@@ -88,6 +94,7 @@ class Producer {
       report_.l2_write_backs = l2.write_backs_to_l3, report_.fallback_rows = l2.fallback_rows;
       report_.bytes_l3_to_l2 = l2.bytes_from_l3, report_.bytes_l2_to_l3 = l2.bytes_to_l3;
       report_.staging_s = c.staging_s, report_.write_back_wait_s = c.write_back_wait_s;
+      report_.staging_cpu_s = c.staging_cpu_s;
       report_.l3_wait_s = l2.fetch_wait_s;
       report_.max_window_rows = c.max_window_rows;
       report_.l1_capacity_rows = staging_->l1_capacity_rows();
@@ -220,12 +227,30 @@ class Producer {
     }
   }
 
+  // A message buffer for q: a completed send's, so that steady streaming
+  // allocates (and page-faults) nothing.
+  std::vector<char> take_buffer(TrainerQueue& q) {
+    if (q.spare.empty()) return {};
+    std::vector<char> buffer = std::move(q.spare.back());
+    q.spare.pop_back();
+    return buffer;
+  }
+  void retire_front(TrainerQueue& q) {
+    if (q.spare.size() < 4) q.spare.push_back(std::move(q.in_flight.front().bytes));
+    q.in_flight.pop_front();
+  }
+
   void send(TrainerQueue& q, std::vector<char> bytes) {
     wait_for_room(q);
     report_.bytes_sent += bytes.size();
     q.in_flight.push_back({MPI_REQUEST_NULL, std::move(bytes)});
     q.in_flight.back().request =
         comm::send_bytes(MPI_COMM_WORLD, q.world_rank, comm::kTagBatch, q.in_flight.back().bytes);
+  }
+  void send_batch(TrainerQueue& q, const data::Batch& batch) {
+    std::vector<char> message = take_buffer(q);
+    encode_batch_message(batch, message);
+    send(q, std::move(message));
   }
 
   // Streams one phase; returns true when the trainers said training is over.
@@ -260,7 +285,7 @@ class Producer {
     for (auto& q : queues_) {
       while (!q.in_flight.empty()) {
         wait(q.in_flight.front().request);
-        q.in_flight.pop_front();
+        retire_front(q);
       }
       final = final || q.final;
     }
@@ -298,7 +323,7 @@ class Producer {
           exhausted = true;
           break;
         }
-        send(q, encode_batch_message(batch));
+        send_batch(q, batch);
       }
       poll_done();
     }
@@ -330,9 +355,9 @@ class Producer {
         for (size_t i = 0; i < queues_.size() && ok; ++i) ok = build(queues_[i], round.batches[i]);
         poll_done();
         ok = ok && !any_done();
-        std::vector<std::vector<store::RowId>> rows_per_owner;
         bool any_lagging = false;
-        if (!exchange_round(ok, staging_->wants_fallback(), round, rows_per_owner, any_lagging)) {
+        if (!exchange_->exchange(ok, staging_->wants_fallback(), round.batches, requests_, any_lagging,
+                                 [this] { service(); })) {
           more = false;
           break;
         }
@@ -343,7 +368,7 @@ class Producer {
           switch_to_ps(window);
           return;
         }
-        staging_->add_round(window.back().number, rows_per_owner);
+        staging_->add_round(window.back().number, requests_);
       }
       if (window.empty()) break;
       // The last rounds are built already (the horizon reaches the last step):
@@ -360,10 +385,10 @@ class Producer {
       const std::string decision = staging_->run_controller(front.number);
       if (!decision.empty()) spdlog::info("autotune: {}", decision);
       for (size_t i = 0; i < queues_.size(); ++i) {
-        store::StagingMessage staging = staging_->stage(front.number, i);
-        std::vector<char> attachment;
-        store::append_staging(staging, attachment);
-        send(queues_[i], encode_batch_message(front.batches[i], attachment));
+        std::vector<char> message = take_buffer(queues_[i]);
+        encode_batch_message(front.batches[i], message);
+        staging_->stage(front.number, i, message);
+        send(queues_[i], std::move(message));
       }
       window.pop_front();
       poll_done();
@@ -383,15 +408,16 @@ class Producer {
                    options_.store.fallback_late_rounds, front.number);
     }
     for (size_t i = 0; i < queues_.size(); ++i) {
-      std::vector<char> attachment;
-      store::append_staging(staging_->switch_message(front.number), attachment);
-      send(queues_[i], encode_batch_message(front.batches[i], attachment));
+      std::vector<char> message = take_buffer(queues_[i]);
+      encode_batch_message(front.batches[i], message);
+      staging_->append_switch(front.number, message);
+      send(queues_[i], std::move(message));
     }
     fallback_round_ = front.number;
     fell_back_ = true;
     staging_->finish_training();  // every L1 and this L2 written down to the servers
     for (size_t r = 1; r < window.size(); ++r) {
-      for (size_t i = 0; i < queues_.size(); ++i) send(queues_[i], encode_batch_message(window[r].batches[i]));
+      for (size_t i = 0; i < queues_.size(); ++i) send_batch(queues_[i], window[r].batches[i]);
     }
     window.clear();
   }
@@ -406,86 +432,18 @@ class Producer {
     return any != 0;
   }
 
-  // Collective over producers: every producer learns which of this round's rows
-  // its trainers own, from every producer's batches. Returns false (on every
-  // producer alike) when any producer could not build the round; any_lagging
-  // is true on every producer when one of them wants the Scheme A fallback.
-  bool exchange_round(bool ok, bool lagging, const Round& round,
-                      std::vector<std::vector<store::RowId>>& rows_per_owner, bool& any_lagging) {
-    const RoleLayout& layout = context_.layout;
-    const int producers = layout.producers();
-    const int trainers = layout.trainers();
-    std::vector<std::vector<store::RowId>> outgoing(producers);
-    if (ok) {
-      for (const data::Batch& batch : round.batches) {
-        for (size_t t = 0; t < batch.tables.size(); ++t) {
-          for (uint64_t key : batch.tables[t].unique_keys) {
-            const int owner = store::owner_of(static_cast<uint32_t>(t), key, trainers);
-            outgoing[layout.producer_of_trainer(owner)].push_back({static_cast<uint32_t>(t), key});
-          }
-        }
-      }
-    }
-    std::vector<char> send;
-    std::vector<int> send_counts(producers), send_offsets(producers);
-    for (int q = 0; q < producers; ++q) {
-      send_offsets[q] = static_cast<int>(send.size());
-      const int32_t flag = (ok ? 1 : 0) | (lagging ? 2 : 0);
-      send.insert(send.end(), reinterpret_cast<const char*>(&flag), reinterpret_cast<const char*>(&flag) + 4);
-      const char* ids = reinterpret_cast<const char*>(outgoing[q].data());
-      send.insert(send.end(), ids, ids + outgoing[q].size() * sizeof(store::RowId));
-      send_counts[q] = static_cast<int>(send.size()) - send_offsets[q];
-    }
-    std::vector<int> receive_counts(producers), receive_offsets(producers);
-    MPI_Request request;
-    comm::check_mpi(MPI_Ialltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT,
-                                  context_.role_comm, &request),
-                    "MPI_Ialltoall");
-    wait(request);
-    int total = 0;
-    for (int q = 0; q < producers; ++q) receive_offsets[q] = total, total += receive_counts[q];
-    std::vector<char> receive(total);
-    comm::check_mpi(MPI_Ialltoallv(send.data(), send_counts.data(), send_offsets.data(), MPI_BYTE, receive.data(),
-                                   receive_counts.data(), receive_offsets.data(), MPI_BYTE, context_.role_comm,
-                                   &request),
-                    "MPI_Ialltoallv");
-    wait(request);
-    bool all_ok = true;
-    any_lagging = false;
-    rows_per_owner.assign(queues_.size(), {});
-    for (int q = 0; q < producers; ++q) {
-      int32_t flag = 0;
-      std::memcpy(&flag, receive.data() + receive_offsets[q], 4);
-      all_ok = all_ok && (flag & 1) != 0;
-      any_lagging = any_lagging || (flag & 2) != 0;
-      const size_t n = (receive_counts[q] - 4) / sizeof(store::RowId);
-      const char* at = receive.data() + receive_offsets[q] + 4;
-      for (size_t i = 0; i < n; ++i) {
-        store::RowId id;
-        std::memcpy(&id, at + i * sizeof(store::RowId), sizeof(id));
-        const int owner = store::owner_of(id.table, id.key, trainers);
-        rows_per_owner[owner / producers].push_back(id);  // owner's index among this producer's trainers
-      }
-    }
-    for (auto& rows : rows_per_owner) {
-      std::sort(rows.begin(), rows.end());
-      rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-    }
-    return all_ok;
-  }
-
   void wait_for_room(TrainerQueue& q) {
     auto start = Clock::now();
     while (static_cast<int>(q.in_flight.size()) >= depth_) {
       wait(q.in_flight.front().request);
-      q.in_flight.pop_front();
+      retire_front(q);
     }
     // Completed sends at the front free their buffers early.
     while (!q.in_flight.empty()) {
       int done = 0;
       comm::check_mpi(MPI_Test(&q.in_flight.front().request, &done, MPI_STATUS_IGNORE), "MPI_Test");
       if (!done) break;
-      q.in_flight.pop_front();
+      retire_front(q);
     }
     report_.blocked_s += seconds(start, Clock::now());
   }
@@ -528,6 +486,8 @@ class Producer {
   std::vector<TrainerQueue> queues_;
   std::unique_ptr<BatchSource> source_;
   std::unique_ptr<store::ProducerStaging> staging_;
+  std::unique_ptr<store::RoundExchange> exchange_;
+  std::vector<store::OwnerRequests> requests_;  // scratch: the round's requests per owner
   std::unique_ptr<store::FrequencyAdmission> admission_;  // store.min_count > 1
   Phase phase_ = Phase::kTrain;
   bool fell_back_ = false;       // the tiered store switched to Scheme A

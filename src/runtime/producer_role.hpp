@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "common/cpu_time.hpp"
 #include "config/options.hpp"
 #include "data/sample_reader.hpp"
 #include "runtime/checkpointing.hpp"
@@ -24,6 +25,8 @@ struct ProducerReport {
   uint64_t l2_hits = 0, l2_misses = 0, l2_evictions = 0, l2_write_backs = 0, fallback_rows = 0;
   uint64_t bytes_l3_to_l2 = 0, bytes_l2_to_l3 = 0;
   double staging_s = 0, write_back_wait_s = 0, l3_wait_s = 0;
+  double staging_cpu_s = 0;    // CPU time of planning and staging (tiered)
+  CpuTimes train_cpu;          // this rank's CPU time over the training phases
   int64_t max_window_rows = 0, l1_capacity_rows = 0, l2_capacity_rows = 0;
   uint64_t late_rounds = 0;        // rounds staged after the trainers had run dry
   int64_t ps_fallback_round = -1;  // first step served in Scheme A after a fallback, -1 if none

@@ -55,6 +55,7 @@ bool serve_producers(store::ServerShard& shard, std::vector<char>& buffer, std::
       shard.fetch_full(rows.ids.data(), rows.ids.size(), rows.values.data());
       store::append_row_block(rows, reply);
     } else if (op == store::ProducerOp::kWriteBack || op == store::ProducerOp::kWriteBackSync) {
+      reader.skip_padding(8);
       const size_t used = buffer.size() - reader.remaining();
       store::RowBlock rows = store::read_row_block(buffer.data() + used, reader.remaining());
       if (rows.size() && rows.width != shard.rows().width()) throw Error("write-back of rows with the wrong width");
@@ -201,6 +202,8 @@ ServerReport run_server(const RunOptions& options, const RankContext& context, c
   std::vector<uint32_t> tables;
   ServerReport report;
 
+  const CpuTimes cpu_start = process_cpu_times();
+  bool training = true;
   while (true) {
     receive_round(layout, requests, shard);
     comm::wait_all_politely(pending);  // reply buffers are reused below
@@ -212,15 +215,21 @@ ServerReport run_server(const RunOptions& options, const RankContext& context, c
       }
     }
     ++report.rounds;
+    if (training && (op == ServerOp::kPullEval || op == ServerOp::kDump || op == ServerOp::kStop)) {
+      training = false;
+      report.train_cpu = process_cpu_times() - cpu_start;
+    }
     if (op == ServerOp::kStop) break;
 
     if (op == ServerOp::kPullTrain || op == ServerOp::kPullEval) {
       for (int t = 0; t < layout.trainers(); ++t) {
         comm::ByteReader reader(requests[t].bytes.data(), requests[t].bytes.size(), "pull request");
         reader.get<RequestHeader>();
-        uint64_t num_counts = 0, num_keys = 0;
-        const uint32_t* counts = reader.view_array<uint32_t>(num_counts);
-        const uint64_t* keys = reader.view_array<uint64_t>(num_keys);
+        const comm::Span<uint32_t> count_view = reader.view_array<uint32_t>();
+        const comm::Span<uint64_t> key_view = reader.view_array<uint64_t>();
+        const uint32_t* counts = count_view.data;
+        const uint64_t* keys = key_view.data;
+        const uint64_t num_counts = count_view.size, num_keys = key_view.size;
         reader.expect_end();
         tables.clear();
         for (uint64_t table = 0; table < num_counts; ++table) tables.insert(tables.end(), counts[table], table);
@@ -239,8 +248,9 @@ ServerReport run_server(const RunOptions& options, const RankContext& context, c
       for (int t = 0; t < layout.trainers(); ++t) {  // rank order: the sums' fixed order
         comm::ByteReader reader(requests[t].bytes.data(), requests[t].bytes.size(), "push request");
         reader.get<RequestHeader>();
-        uint64_t count = 0;
-        const float* grads = reader.view_array<float>(count);
+        const comm::Span<float> grad_view = reader.view_array<float>();
+        const float* grads = grad_view.data;
+        const uint64_t count = grad_view.size;
         reader.expect_end();
         shard.add_gradients(t, grads, count / dim);
       }

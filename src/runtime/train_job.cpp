@@ -29,13 +29,15 @@ struct RankReport {
   int32_t role = 0;
   int32_t index = 0;
   double values[32] = {};
+  double train_cpu[2] = {};  // user, sys over the role's training loop
+  double run_cpu[2] = {};    // user, sys of the whole process
 };
 
 enum ProducerField { kBatches, kSamples, kBytesSent, kBuildS, kBlockedS, kLines, kMalformed, kL1Hits, kL1Misses,
                      kL1Evictions, kL2Hits, kL2Misses, kL2Evictions, kL2WriteBacks, kFallbackRows, kBytesL3ToL2,
                      kBytesL2ToL3, kStagingS, kWriteBackWaitS, kL3WaitS, kMaxWindowRows, kL1CapacityRows,
                      kL2CapacityRows, kLateRounds, kPsFallbackRound, kAdmissionSeen, kAdmissionDefaulted,
-                     kProducerFields };
+                     kStagingCpuS, kProducerFields };
 static_assert(kProducerFields <= 32, "RankReport::values is too small");
 enum ServerField { kRounds, kRows, kMemoryBytes };
 enum TrainerField { kStallS, kPullWaitS, kRowsPulled, kBytesPulled, kRowsPushed, kBytesPushed, kBytesRequested,
@@ -47,9 +49,15 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
   double rows_pulled = 0, rows_pushed = 0, stall = 0, pull_wait = 0;
   double lines = 0, malformed = 0, server_rows = 0, server_memory = 0, producer_blocked = 0, producer_build = 0;
   double tiered[kProducerFields] = {};  // producer fields summed (maxima for the row counts)
+  const char* role_names[3] = {"trainer", "producer", "server"};
+  double train_cpu[3][2] = {}, run_cpu[3][2] = {};
+  int role_ranks[3] = {};
   tiered[kPsFallbackRound] = -1;
   for (const auto& r : reports) {
     const double* v = r.values;
+    const int role = r.role == int32_t(Role::kTrainer) ? 0 : r.role == int32_t(Role::kProducer) ? 1 : 2;
+    role_ranks[role] += 1;
+    for (int k = 0; k < 2; ++k) train_cpu[role][k] += r.train_cpu[k], run_cpu[role][k] += r.run_cpu[k];
     switch (static_cast<Role>(r.role)) {
       case Role::kTrainer:
         stall += v[kStallS], pull_wait += v[kPullWaitS], rows_pulled += v[kRowsPulled];
@@ -65,6 +73,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
         tiered[kPsFallbackRound] = std::max(tiered[kPsFallbackRound], v[kPsFallbackRound]);
         tiered[kAdmissionSeen] += v[kAdmissionSeen];
         tiered[kAdmissionDefaulted] += v[kAdmissionDefaulted];
+        tiered[kStagingCpuS] += v[kStagingCpuS];
         producer_blocked += v[kBlockedS], producer_build += v[kBuildS];
         break;
       case Role::kServer:
@@ -101,6 +110,24 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
       {"servers", {{"rows", server_rows}, {"memory_bytes", server_memory}}},
   };
   if (teacher_auc >= 0) summary["teacher_auc"] = teacher_auc;
+  // Where the CPU went, per role, over each role's training loop (and over the
+  // whole run, start-up and final dump included).
+  nlohmann::json cpu, cpu_run, per_sample;
+  double total_cpu = 0;
+  for (int role = 0; role < 3; ++role) {
+    if (role_ranks[role] == 0) continue;
+    cpu[role_names[role]] = {{"user", train_cpu[role][0]}, {"sys", train_cpu[role][1]}, {"ranks", role_ranks[role]}};
+    cpu_run[role_names[role]] = {{"user", run_cpu[role][0]}, {"sys", run_cpu[role][1]}};
+    const double both = train_cpu[role][0] + train_cpu[role][1];
+    per_sample[role_names[role]] = 1e6 * both / samples;
+    total_cpu += both;
+  }
+  per_sample["total"] = 1e6 * total_cpu / samples;
+  if (options.store.mode == "tiered") per_sample["producer_staging"] = 1e6 * tiered[kStagingCpuS] / samples;
+  summary["cpu_s"] = cpu;
+  summary["cpu_s"]["total"] = total_cpu;
+  summary["cpu_s_whole_run"] = cpu_run;
+  summary["cpu_us_per_sample"] = per_sample;
   if (options.store.min_count > 1) {
     summary["admission"] = {{"min_count", options.store.min_count},
                             {"keys_seen", tiered[kAdmissionSeen]},
@@ -125,6 +152,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
     summary["bytes"]["l2_to_l3"] = tiered[kBytesL2ToL3];
     summary["bytes_per_sample"]["l3_to_l2"] = tiered[kBytesL3ToL2] / samples;
     summary["time_s"]["producer_staging"] = tiered[kStagingS];
+    summary["time_s"]["producer_staging_cpu"] = tiered[kStagingCpuS];
     summary["time_s"]["producer_write_back_wait"] = tiered[kWriteBackWaitS];
     summary["time_s"]["producer_l3_wait"] = tiered[kL3WaitS];
   }
@@ -201,6 +229,7 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
     case Role::kTrainer: {
       trainer_report = run_trainer(options, context, resume);
       const TrainerReport& r = trainer_report;
+      mine.train_cpu[0] = r.train_cpu.user, mine.train_cpu[1] = r.train_cpu.sys;
       double* v = mine.values;
       v[kStallS] = r.stall_s, v[kPullWaitS] = r.pull_wait_s, v[kRowsPulled] = double(r.rows_pulled);
       v[kBytesPulled] = double(r.bytes_pulled), v[kRowsPushed] = double(r.rows_pushed);
@@ -211,6 +240,8 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
     case Role::kProducer: {
       ProducerReport r = run_producer(options, context, resume);
       double* v = mine.values;
+      mine.train_cpu[0] = r.train_cpu.user, mine.train_cpu[1] = r.train_cpu.sys;
+      v[kStagingCpuS] = r.staging_cpu_s;
       v[kBatches] = double(r.batches), v[kSamples] = double(r.samples), v[kBytesSent] = double(r.bytes_sent);
       v[kBuildS] = r.build_s, v[kBlockedS] = r.blocked_s, v[kLines] = double(r.parse.lines);
       v[kMalformed] = double(r.parse.malformed);
@@ -230,12 +261,15 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
     }
     case Role::kServer: {
       ServerReport r = run_server(options, context, resume);
+      mine.train_cpu[0] = r.train_cpu.user, mine.train_cpu[1] = r.train_cpu.sys;
       mine.values[kRounds] = double(r.rounds), mine.values[kRows] = double(r.rows);
       mine.values[kMemoryBytes] = double(r.memory_bytes);
       break;
     }
   }
 
+  const CpuTimes run_cpu = process_cpu_times();
+  mine.run_cpu[0] = run_cpu.user, mine.run_cpu[1] = run_cpu.sys;
   std::vector<RankReport> reports(context.world_rank == 0 ? context.layout.world_size() : 0);
   comm::check_mpi(MPI_Gather(&mine, sizeof(RankReport), MPI_BYTE, reports.data(), sizeof(RankReport), MPI_BYTE, 0,
                              world),

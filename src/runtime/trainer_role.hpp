@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/cpu_time.hpp"
 #include "config/options.hpp"
 #include "runtime/checkpointing.hpp"
 #include "runtime/role_layout.hpp"
@@ -34,6 +35,7 @@ struct TrainerReport {
   int64_t resumed_from_step = -1;
   int64_t checkpoints = 0;      // written by this run
   double checkpoint_pause_s = 0;  // training time spent writing them
+  CpuTimes train_cpu;           // this rank's CPU time over the training loop
 };
 
 TrainerReport run_trainer(const RunOptions& options, const RankContext& context, const ResumePoint& resume);

@@ -1,5 +1,6 @@
 #include "store/l1_device_tier.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "backend/host/host_row_gather.hpp"
@@ -10,72 +11,83 @@ namespace strata::store {
 L1DeviceTier::L1DeviceTier(int64_t capacity_rows, int dim, std::unique_ptr<model::SparseOptimizer> optimizer)
     : dim_(dim),
       optimizer_(std::move(optimizer)),
-      cache_(capacity_rows, dim + optimizer_->state_width(dim)),
+      width_(dim + optimizer_->state_width(dim)),
+      capacity_(capacity_rows),
+      arena_(new float[static_cast<size_t>(std::max<int64_t>(capacity_rows, 1)) * width_]),
       gradients_(dim) {}
 
-int64_t L1DeviceTier::slot_of(const RowId& id) const {
-  const int64_t slot = cache_.find(id);
-  if (slot < 0) {
-    throw Error("row (table " + std::to_string(id.table) + ", key " + std::to_string(id.key) +
-                ") is not resident in its owner's L1 (staging bug)");
-  }
-  return slot;
+void L1DeviceTier::bad_slot(int32_t slot, const char* what) const {
+  throw Error("L1 of capacity " + std::to_string(capacity_) + ": " + what + " slot " + std::to_string(slot) +
+              " (staging protocol bug)");
 }
 
-void L1DeviceTier::apply(const StagingMessage& staging, RowBlock& write_back) {
-  write_back.width = cache_.width();
-  for (const RowId& id : staging.evict) {
-    const int64_t slot = slot_of(id);
-    if (cache_.dirty(slot)) write_back.append(id, cache_.row(slot));
-    cache_.erase(slot);
+void L1DeviceTier::apply(const StagingView& staging, RowBlock& write_back) {
+  write_back.width = width_;
+  for (int32_t slot : staging.evict_slots) {
+    const uint8_t state = state_of(slot);
+    if (state == kEmpty) bad_slot(slot, "evicting the empty");
+    if (state == kDirty) write_back.append(ids_[slot], row(slot));
+    state_[slot] = kEmpty;
+    --size_;
   }
-  if (staging.insert.size() && staging.insert.width != cache_.width()) {
-    throw Error("staged rows of width " + std::to_string(staging.insert.width) + " for an L1 of width " +
-                std::to_string(cache_.width()));
+  if (staging.insert_slots.size && staging.width != width_) {
+    throw Error("staged rows of width " + std::to_string(staging.width) + " for an L1 of width " +
+                std::to_string(width_));
   }
-  for (size_t i = 0; i < staging.insert.size(); ++i) {
+  for (size_t i = 0; i < staging.insert_slots.size; ++i) {
+    const int32_t slot = staging.insert_slots[i];
+    if (slot < 0 || slot >= capacity_) bad_slot(slot, "filling the out-of-range");
+    if (static_cast<size_t>(slot) >= state_.size()) {
+      const size_t grown = std::min<size_t>(capacity_, std::max<size_t>(slot + 1, 2 * state_.size()));
+      state_.resize(grown, kEmpty);
+      ids_.resize(grown);
+    }
+    if (state_[slot] != kEmpty) bad_slot(slot, "filling the occupied");
+    std::memcpy(row(slot), staging.insert_values.data + i * width_, sizeof(float) * width_);
+    ids_[slot] = staging.insert_ids[i];
     // A row that left L2 dirty is newer than the servers' copy: L1 must write it
     // back even if no step touches it (e.g. a plan applied while draining).
-    cache_.insert(staging.insert.ids[i], staging.insert.row(i), staging.insert_dirty[i] != 0);
+    state_[slot] = staging.insert_dirty[i] ? kDirty : kClean;
+    ++size_;
   }
 }
 
-void L1DeviceTier::gather(const RowId* ids, size_t n, float* values) {
-  gather_slots_.resize(n);
-  for (size_t i = 0; i < n; ++i) gather_slots_[i] = slot_of(ids[i]);
-  if (n) backend::host::gather_rows(cache_.row(0), cache_.width(), gather_slots_.data(), n, dim_, values);
+void L1DeviceTier::gather(const int32_t* slots, size_t n, float* values) const {
+  for (size_t i = 0; i < n; ++i) {
+    if (!holds(slots[i])) bad_slot(slots[i], "reading the empty");
+  }
+  if (n) backend::host::gather_rows(arena_.get(), width_, slots, n, dim_, values);
 }
 
-void L1DeviceTier::add_gradients_of_gathered(size_t first, size_t n, const float* grads) {
-  if (first + n > gather_slots_.size()) throw Error("gradients for rows the last gather did not read (bug)");
-  for (size_t i = 0; i < n; ++i) gradients_.add(gather_slots_[first + i], grads + i * dim_);
+void L1DeviceTier::add_gradients(const int32_t* slots, size_t n, const float* grads) {
+  for (size_t i = 0; i < n; ++i) gradients_.add(slots[i], grads + i * dim_);
 }
 
 void L1DeviceTier::apply_step() {
   gradients_.drain(
       [&](int64_t slot, const float* grad) {
-        float* row = cache_.row(slot);
-        optimizer_->apply(row, row + dim_, grad, dim_);
-        cache_.set_dirty(slot, true);
+        if (!holds(static_cast<int32_t>(slot))) bad_slot(static_cast<int32_t>(slot), "updating the empty");
+        float* values = row(static_cast<int32_t>(slot));
+        optimizer_->apply(values, values + dim_, grad, dim_);
+        state_[slot] = kDirty;
       },
-      [&](int64_t slot) { __builtin_prefetch(cache_.row(slot), 1); });
+      [&](int64_t slot) { __builtin_prefetch(row(static_cast<int32_t>(slot)), 1); });
 }
 
 void L1DeviceTier::collect_dirty(size_t max_rows,
                                  const std::function<void(const RowBlock& block, bool last)>& part) {
-  std::vector<int64_t> dirty;
-  cache_.for_each([&](const RowId&, int64_t slot) {
-    if (cache_.dirty(slot)) dirty.push_back(slot);
-  });
+  std::vector<int32_t> dirty;
+  for (size_t slot = 0; slot < state_.size(); ++slot) {
+    if (state_[slot] == kDirty) dirty.push_back(static_cast<int32_t>(slot));
+  }
   RowBlock block;
-  block.width = cache_.width();
+  block.width = width_;
   size_t next = 0;
   do {
-    block.ids.clear();
-    block.values.clear();
+    block.clear();
     for (; next < dirty.size() && block.size() < max_rows; ++next) {
-      block.append(cache_.id(dirty[next]), cache_.row(dirty[next]));
-      cache_.set_dirty(dirty[next], false);
+      block.append(ids_[dirty[next]], row(dirty[next]));
+      state_[dirty[next]] = kClean;
     }
     part(block, next == dirty.size());
   } while (next < dirty.size());

@@ -5,9 +5,19 @@
 #include "common/error.hpp"
 
 namespace strata::store {
+namespace {
+constexpr size_t kAhead = 8;  // entries in flight in each pass
+}  // namespace
+
+void StagingPlan::clear() {
+  evict.clear(), evict_slots.clear(), evict_next_use.clear();
+  insert.clear(), insert_slots.clear();
+  serve_offsets.clear(), serve_slots.clear();
+  hits = 0;
+}
 
 L1Directory::L1Directory(int owner, int64_t capacity_rows, int row_bytes, const EvictionPolicy& policy,
-                         const AccessHistory* history)
+                         AccessHistory* history)
     : owner_(owner),
       capacity_(capacity_rows),
       row_bytes_(row_bytes),
@@ -41,35 +51,58 @@ void L1Directory::release_if_unused(int32_t index) {
   free_entries_.push_back(index);
 }
 
-const std::vector<int32_t>& L1Directory::entries_of(int64_t round) const {
-  const int64_t at = rounds_.empty() ? -1 : round - rounds_.front().first;
-  if (at < 0 || at >= static_cast<int64_t>(rounds_.size())) {
-    throw Error("L1Directory: round " + std::to_string(round) + " is not known (bug)");
-  }
-  return rounds_[at].second;
-}
-
 int64_t L1Directory::next_use(const RowId& id) const {
   const int32_t* index = index_.find(id);
   if (!index || rounds_.empty()) return INT64_MAX;
-  return next_use_after(entries_[*index], rounds_.front().first - 1);
+  return entries_[*index].future.next_after(rounds_.front().round - 1);
 }
 
-void L1Directory::add_round(int64_t round, std::vector<RowId> rows, std::vector<RowId>* absent) {
-  if (!rounds_.empty() && round != rounds_.back().first + 1) {
+void L1Directory::add_round(int64_t round, const std::vector<RowId>& rows, std::vector<RowId>* absent) {
+  OwnerRequests requests;
+  requests.ids = rows;
+  requests.offsets = {0, static_cast<int32_t>(rows.size())};
+  add_round(round, requests, absent);
+}
+
+void L1Directory::add_round(int64_t round, const OwnerRequests& requests, std::vector<RowId>* absent,
+                            std::vector<RowId>* distinct) {
+  if (!rounds_.empty() && round != rounds_.back().round + 1) {
     throw Error("L1Directory: round " + std::to_string(round) + " added out of order (bug)");
   }
-  if (!rounds_.empty() && round - rounds_.front().first >= kMaxKnownRounds) {
+  if (!rounds_.empty() && round - rounds_.front().round >= kMaxKnownRounds) {
     throw Error("the look-ahead horizon spans more than " + std::to_string(kMaxKnownRounds) + " rounds",
                 "keep store.prefetch_depth + store.horizon below " + std::to_string(kMaxKnownRounds - 2));
   }
-  // Resolved to entry indices once: an entry with a future use is never
-  // released, so the indices stay valid until the round retires.
-  std::vector<int32_t> indices(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    indices[i] = entry_index(rows[i]);
-    Entry& e = entries_[indices[i]];
-    if (absent && e.slot < 0) absent->push_back(rows[i]);
+  if (spare_rounds_.empty()) spare_rounds_.emplace_back();
+  rounds_.push_back(std::move(spare_rounds_.back()));
+  spare_rounds_.pop_back();
+  KnownRound& known = rounds_.back();
+  known.round = round;
+  known.distinct.clear();
+  known.offsets = requests.offsets;
+  const std::vector<RowId>& ids = requests.ids;
+  const size_t n = ids.size();
+  known.requests.resize(n);
+  // Pass 1: every request to its entry (an entry with a future use is never
+  // released, so the indices stay valid until the round retires).
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) index_.prefetch(ids[i + kAhead]);
+    known.requests[i] = entry_index(ids[i]);
+  }
+  // Pass 2: the round's distinct rows learn this use.
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) {
+      prefetch_entry(known.requests[i + kAhead]);
+      if (history_) history_->prefetch(ids[i + kAhead].table, ids[i + kAhead].key);
+    }
+    const int32_t index = known.requests[i];
+    Entry& e = entries_[index];
+    if (e.listed == round) continue;  // asked for by an earlier requester of this round
+    e.listed = round;
+    known.distinct.push_back(index);
+    if (history_) history_->record(e.id.table, e.id.key);
+    if (absent && e.slot < 0) absent->push_back(e.id);
+    if (distinct) distinct->push_back(e.id);
     const bool had_no_future = e.future.empty();
     e.future.set(round);
     if (e.slot >= 0 && e.pins == 0 && had_no_future) {
@@ -77,61 +110,60 @@ void L1Directory::add_round(int64_t round, std::vector<RowId> rows, std::vector<
       queue_.update(e.slot, e.usage);
     }
   }
-  rounds_.emplace_back(round, std::move(indices));
 }
 
-// Every set bit of the mask is a known round in (round, round + 256): retired
-// rounds' bits are cleared before this is asked.
-int64_t L1Directory::next_use_after(const Entry& e, int64_t round) const { return e.future.next_after(round); }
-
-void L1Directory::pin_round(int64_t round) {
-  for (int32_t index : entries_of(round)) {
-    Entry& e = entries_[index];
-    if (++e.pins != 1) continue;
-    ++pinned_;
-    if (e.slot >= 0) queue_.erase(e.slot);
-  }
-}
-
-void L1Directory::unpin_round(int64_t round) {
-  for (int32_t index : entries_of(round)) {
-    Entry& e = entries_[index];
-    if (--e.pins > 0) continue;
-    --pinned_;
-    if (e.slot < 0) continue;
-    e.usage.next_use = next_use_after(e, round);
-    queue_.update(e.slot, e.usage);
-  }
-}
-
-void L1Directory::evict_slot(int64_t victim_slot, StagingPlan& plan) {
+void L1Directory::evict_slot(int32_t victim_slot, StagingPlan& plan) {
   queue_.erase(victim_slot);
   const int32_t victim = entry_of_slot_[victim_slot];
   entry_of_slot_[victim_slot] = -1;
-  free_slots_.push_back(static_cast<int32_t>(victim_slot));
-  entries_[victim].slot = -1;
+  free_slots_.push_back(victim_slot);
+  Entry& e = entries_[victim];
+  e.slot = -1;
   --present_;
-  plan.evict.push_back(entries_[victim].id);
+  plan.evict.push_back(e.id);
+  plan.evict_slots.push_back(victim_slot);
+  plan.evict_next_use.push_back(e.usage.next_use);
   release_if_unused(victim);
 }
 
-StagingPlan L1Directory::plan(int64_t round, int depth) {
+void L1Directory::plan(int64_t round, int depth, StagingPlan& plan) {
+  plan.clear();
   // Retire rounds before this one: their rows leave the window and the horizon.
-  while (!rounds_.empty() && rounds_.front().first < round) {
-    const int64_t old = rounds_.front().first;
-    for (int32_t index : rounds_.front().second) entries_[index].future.clear(old);
-    if (old <= pinned_through_) unpin_round(old);
-    for (int32_t index : rounds_.front().second) release_if_unused(index);
+  while (!rounds_.empty() && rounds_.front().round < round) {
+    KnownRound& old = rounds_.front();
+    const bool pinned = old.round <= pinned_through_;
+    const auto& distinct = old.distinct;
+    for (size_t i = 0; i < distinct.size(); ++i) {
+      if (i + kAhead < distinct.size()) prefetch_entry(distinct[i + kAhead]);
+      Entry& e = entries_[distinct[i]];
+      e.future.clear(old.round);
+      if (pinned && --e.pins == 0) {
+        --pinned_;
+        if (e.slot >= 0) {
+          e.usage.next_use = e.future.next_after(old.round);
+          queue_.update(e.slot, e.usage);
+        }
+      }
+      release_if_unused(distinct[i]);
+    }
+    spare_rounds_.push_back(std::move(old));
     rounds_.pop_front();
   }
-  if (rounds_.empty() || rounds_.front().first != round) {
+  if (rounds_.empty() || rounds_.front().round != round) {
     throw Error("L1Directory::plan(" + std::to_string(round) + ") before the round was added (bug)");
   }
-  for (const auto& [r, rows] : rounds_) {
-    if (r > pinned_through_ && r <= round + depth) {
-      pin_round(r);
-      pinned_through_ = r;
+  for (const KnownRound& known : rounds_) {
+    if (known.round <= pinned_through_) continue;
+    if (known.round > round + depth) break;
+    const auto& distinct = known.distinct;
+    for (size_t i = 0; i < distinct.size(); ++i) {
+      if (i + kAhead < distinct.size()) prefetch_entry(distinct[i + kAhead]);
+      Entry& e = entries_[distinct[i]];
+      if (++e.pins != 1) continue;
+      ++pinned_;
+      if (e.slot >= 0) queue_.erase(e.slot);
     }
+    pinned_through_ = known.round;
   }
 
   // The window's working set must fit whatever the policy would do: a budget
@@ -145,15 +177,18 @@ StagingPlan L1Directory::plan(int64_t round, int depth) {
                     std::to_string(window_rows()) + " rows of " + std::to_string(row_bytes_) +
                     " bytes), or lower store.prefetch_depth or train.batch_size");
   }
-  StagingPlan plan;
   plan.round = round;
   // A budget that shrank (online controller): evict down to it first.
   while (size() > capacity_) {
     const int64_t victim_slot = queue_.peek_victim();
     if (victim_slot < 0) break;
-    evict_slot(victim_slot, plan);
+    evict_slot(static_cast<int32_t>(victim_slot), plan);
   }
-  for (int32_t index : rounds_.front().second) {
+  const KnownRound& front = rounds_.front();
+  const auto& distinct = front.distinct;
+  for (size_t i = 0; i < distinct.size(); ++i) {
+    if (i + kAhead < distinct.size()) prefetch_entry(distinct[i + kAhead]);
+    const int32_t index = distinct[i];
     if (entries_[index].slot >= 0) {
       policy_.record_access(entries_[index].usage, round);
       ++plan.hits;
@@ -162,7 +197,7 @@ StagingPlan L1Directory::plan(int64_t round, int depth) {
     if (size() >= capacity_) {
       const int64_t victim_slot = queue_.peek_victim();
       if (victim_slot < 0) throw Error("L1Directory: no evictable row although the window fits (bug)");
-      evict_slot(victim_slot, plan);
+      evict_slot(static_cast<int32_t>(victim_slot), plan);
     }
     Entry& e = entries_[index];  // entries_ does not grow in this loop
     if (!free_slots_.empty()) {
@@ -177,11 +212,19 @@ StagingPlan L1Directory::plan(int64_t round, int depth) {
     e.usage = RowUsage{};
     if (history_) policy_.admit(e.usage, history_->frequency(e.id.table, e.id.key));
     policy_.record_access(e.usage, round);
-    e.usage.next_use = next_use_after(e, round);
+    e.usage.next_use = e.future.next_after(round);
     if (e.pins == 0) queue_.update(e.slot, e.usage);
     plan.insert.push_back(e.id);
+    plan.insert_slots.push_back(e.slot);
   }
-  return plan;
+  // Where each requester's rows sit now (all of them present: the round is pinned).
+  plan.serve_offsets = front.offsets;
+  const auto& requests = front.requests;
+  plan.serve_slots.resize(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (i + kAhead < requests.size()) prefetch_entry(requests[i + kAhead]);
+    plan.serve_slots[i] = entries_[requests[i]].slot;
+  }
 }
 
 }  // namespace strata::store

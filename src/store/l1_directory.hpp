@@ -1,12 +1,15 @@
 // L1Directory: a producer's exact mirror of one trainer's L1 device tier. The
-// producer decides every insertion and eviction of that L1 (the trainer only
-// executes them), so the mirror never drifts. Rows needed by any batch inside
-// the prefetch window are pinned; the others sit in the policy's eviction queue,
-// scored with their next use inside the known look-ahead horizon.
+// producer decides every insertion and eviction of that L1 and the slot of
+// every row (the trainer only executes them), so the mirror never drifts, and
+// it can tell every trainer where the rows it asks for sit. Rows needed by any
+// batch inside the prefetch window are pinned; the others sit in the policy's
+// eviction queue, scored with their next use inside the known look-ahead horizon.
 //
 // One flat entry per row that is present, pinned or used inside the horizon;
-// its future uses are a 64-bit mask over round numbers (bit r mod 64), which is
-// why the horizon (prefetch depth + store.horizon) must stay below 64 rounds.
+// its future uses are a 256-bit mask over round numbers (bit r mod 256), which
+// is why the horizon (prefetch depth + store.horizon) must stay below 256
+// rounds. Every per-round pass walks the round's entry indices with software
+// prefetch, so the entries' cache misses overlap instead of queueing.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +19,7 @@
 #include "config/options.hpp"
 #include "store/count_min_sketch.hpp"
 #include "store/eviction_policy.hpp"
+#include "store/round_requests.hpp"
 #include "store/row_map.hpp"
 
 namespace strata::store {
@@ -23,9 +27,15 @@ namespace strata::store {
 // What one trainer's L1 must do before running one round's batch.
 struct StagingPlan {
   int64_t round = 0;
-  std::vector<RowId> evict;   // leave L1 (dirty ones are written back to L2)
-  std::vector<RowId> insert;  // enter L1 (values supplied by the producer)
-  int64_t hits = 0;           // needed rows already in L1
+  std::vector<RowId> evict;           // leave L1 (dirty ones are written back to L2)
+  std::vector<int32_t> evict_slots;   // (evict) their slots
+  std::vector<int64_t> evict_next_use;  // (evict) next known use when evicted, INT64_MAX if none
+  std::vector<RowId> insert;          // enter L1 (values supplied by the producer)
+  std::vector<int32_t> insert_slots;  // (insert) where they go
+  std::vector<int32_t> serve_offsets;  // (trainers + 1) requester r: serve_slots[offsets[r], offsets[r + 1])
+  std::vector<int32_t> serve_slots;    // slots of each requester's rows, in its request order
+  int64_t hits = 0;                    // needed rows already in L1
+  void clear();
 };
 
 // One bit per known round, r mod 256 (a ring: retired rounds' bits are cleared
@@ -65,20 +75,30 @@ class L1Directory {
   static constexpr int64_t kMaxKnownRounds = 256;
   static_assert(kMaxLookAheadRounds + 4 <= kMaxKnownRounds, "the deck may ask for more rounds than are tracked");
 
-  // history (may be null): access counts that outlive a row's stay in L1.
+  // history (may be null): access counts that outlive a row's stays in L1;
+  // add_round counts every round that needs a row into it.
   L1Directory(int owner, int64_t capacity_rows, int row_bytes, const EvictionPolicy& policy,
-              const AccessHistory* history = nullptr);
+              AccessHistory* history = nullptr);
 
-  // Round r's rows owned by this trainer (unique) enter the look-ahead horizon.
-  // Rounds are added in order, one after the other. Rows not in L1 now are
-  // appended to *absent when given (their level below may want to know).
-  void add_round(int64_t round, std::vector<RowId> rows, std::vector<RowId>* absent = nullptr);
+  // Round r's requests of this owner's rows enter the look-ahead horizon.
+  // Rounds are added in order. The round's rows not in L1 now are appended to
+  // *absent when given (their level below may want to know), and all its
+  // distinct rows, in first-request order, to *distinct when given.
+  void add_round(int64_t round, const OwnerRequests& requests, std::vector<RowId>* absent = nullptr,
+                 std::vector<RowId>* distinct = nullptr);
+  // The same for one requester's list (tests and tools).
+  void add_round(int64_t round, const std::vector<RowId>& rows, std::vector<RowId>* absent = nullptr);
   // The next known round that needs `id` (after the rounds already planned), INT64_MAX if none.
   int64_t next_use(const RowId& id) const;
   // Plans round `round` (the oldest added, not yet planned) with the window
-  // [round, round + depth] pinned. Throws strata::Error when the pinned rows do
-  // not fit (names the minimum budget in rows).
-  StagingPlan plan(int64_t round, int depth);
+  // [round, round + depth] pinned, into *plan (cleared first). Throws
+  // strata::Error when the pinned rows do not fit (names the minimum budget).
+  void plan(int64_t round, int depth, StagingPlan& plan);
+  StagingPlan plan(int64_t round, int depth) {
+    StagingPlan p;
+    plan(round, depth, p);
+    return p;
+  }
 
   int64_t size() const { return present_; }
   int64_t capacity() const { return capacity_; }
@@ -87,35 +107,42 @@ class L1Directory {
   void set_capacity(int64_t rows) { capacity_ = rows; }
   // Distinct rows the current window needs (the minimum capacity).
   int64_t window_rows() const { return pinned_; }
+  // Rows the directory tracks (present, pinned or known to be used): its memory.
+  size_t entries() const { return index_.size(); }
 
  private:
   struct Entry {
-    RowId id;
+    RoundMask future;      // bit (r mod 256): the row is used in known round r
+    int64_t listed = -1;   // last round whose requests listed it (de-duplication)
+    int32_t pins = 0;      // window rounds that need the row
+    int32_t slot = -1;     // L1 slot when present, else -1
     RowUsage usage;
-    RoundMask future;     // bit (r mod 256): the row is used in known round r
-    int32_t pins = 0;     // window rounds that need the row
-    int32_t slot = -1;    // L1 slot when present, else -1
+    RowId id;
+  };
+  struct KnownRound {
+    int64_t round = 0;
+    std::vector<int32_t> distinct;  // entry indices, first-request order
+    std::vector<int32_t> requests;  // entry index of every request, requester-major
+    std::vector<int32_t> offsets;   // (trainers + 1) into requests
   };
   int32_t entry_index(const RowId& id);  // creates the entry when absent
   void release_if_unused(int32_t index);
-  void evict_slot(int64_t slot, StagingPlan& plan);
-  void pin_round(int64_t round);
-  void unpin_round(int64_t round);
-  int64_t next_use_after(const Entry& entry, int64_t round) const;
-  const std::vector<int32_t>& entries_of(int64_t round) const;
+  void evict_slot(int32_t slot, StagingPlan& plan);
+  void prefetch_entry(int32_t index) const { __builtin_prefetch(&entries_[index]); }
 
   int owner_;
   int64_t capacity_;
   int row_bytes_;
   const EvictionPolicy& policy_;
-  const AccessHistory* history_;
+  AccessHistory* history_;
   EvictionQueue queue_;              // evictable present rows, by L1 slot
   RowMap<int32_t> index_;            // row -> entries_ index
   std::vector<Entry> entries_;
   std::vector<int32_t> free_entries_;
   std::vector<int32_t> entry_of_slot_;  // L1 slot -> entries_ index
   std::vector<int32_t> free_slots_;
-  std::deque<std::pair<int64_t, std::vector<int32_t>>> rounds_;  // added, not retired: entries_ indices
+  std::deque<KnownRound> rounds_;    // added, not retired
+  std::vector<KnownRound> spare_rounds_;  // retired, kept for their capacity
   int64_t pinned_through_ = -1;  // last round whose rows are pinned
   int64_t present_ = 0;
   int64_t pinned_ = 0;

@@ -50,10 +50,10 @@ void L2HostTier::set_refusing(bool refusing) {
   refusing_ = refusing;
 }
 
-void L2HostTier::touch(int64_t slot, int64_t round) {
+void L2HostTier::touch(int64_t slot, int64_t round, int64_t next_use) {
   if (static_cast<size_t>(slot) >= usage_.size()) usage_.resize(slot + 1);
   policy_.record_access(usage_[slot], round);
-  usage_[slot].next_use = next_use_(cache_->id(slot));
+  usage_[slot].next_use = next_use != INT64_MAX ? next_use : next_use_(cache_->id(slot));
   queue_.update(slot, usage_[slot]);
 }
 
@@ -101,45 +101,35 @@ void L2HostTier::make_room(RowBlock& spill) {
   }
 }
 
-void L2HostTier::read(const std::vector<RowId>& ids, int64_t /*round*/, RowBlock& out, std::vector<uint8_t>& dirty) {
-  out.width = width_;
-  const size_t first = out.size();
-  dirty.resize(first + ids.size(), 0);
+void L2HostTier::read(const std::vector<RowId>& ids, int64_t /*round*/, float* values, uint8_t* dirty) {
+  std::fill(dirty, dirty + ids.size(), uint8_t{0});
   if (!cache_) {
     counters_.fallback_rows += ids.size();
     counters_.misses += ids.size();
-    fetch_from_servers(ids, out);
+    fetch_from_servers(ids, nullptr, values);
     return;
   }
-  out.ids.resize(first + ids.size());
-  out.values.resize((first + ids.size()) * width_);
-  std::vector<RowId> missing;
-  std::vector<size_t> missing_at;
+  missing_.clear();
+  missing_at_.clear();
+  constexpr size_t kAhead = 8;
   for (size_t i = 0; i < ids.size(); ++i) {
+    if (i + kAhead < ids.size()) cache_->prefetch(ids[i + kAhead]);
     const int64_t slot = cache_->find(ids[i]);
     if (slot < 0) {
-      missing.push_back(ids[i]);
-      missing_at.push_back(first + i);
+      missing_.push_back(ids[i]);
+      missing_at_.push_back(i);
       continue;
     }
-    out.ids[first + i] = ids[i];
-    std::copy(cache_->row(slot), cache_->row(slot) + width_, out.values.data() + (first + i) * width_);
-    dirty[first + i] = cache_->dirty(slot) ? 1 : 0;
+    std::copy(cache_->row(slot), cache_->row(slot) + width_, values + i * width_);
+    dirty[i] = cache_->dirty(slot) ? 1 : 0;
     remove(slot);  // promoted: L1 holds it now
   }
-  counters_.misses += missing.size();
-  counters_.hits += ids.size() - missing.size();
-  if (missing.empty()) return;
-  RowBlock fetched;
-  fetched.width = width_;
-  fetch_from_servers(missing, fetched);
-  for (size_t i = 0; i < fetched.size(); ++i) {
-    out.ids[missing_at[i]] = fetched.ids[i];
-    std::copy(fetched.row(i), fetched.row(i) + width_, out.values.data() + missing_at[i] * width_);
-  }
+  counters_.misses += missing_.size();
+  counters_.hits += ids.size() - missing_.size();
+  if (!missing_.empty()) fetch_from_servers(missing_, &missing_at_, values);
 }
 
-void L2HostTier::write_back(const RowBlock& rows, int64_t round) {
+void L2HostTier::write_back(const RowBlock& rows, int64_t round, const int64_t* next_use) {
   if (rows.size() == 0) return;
   if (!cache_ || cache_->capacity() == 0) {
     counters_.fallback_rows += rows.size();
@@ -164,7 +154,7 @@ void L2HostTier::write_back(const RowBlock& rows, int64_t round) {
       if (static_cast<size_t>(slot) >= usage_.size()) usage_.resize(slot + 1);
       if (history_) policy_.admit(usage_[slot], history_->frequency(rows.ids[i].table, rows.ids[i].key));
     }
-    touch(slot, round);
+    touch(slot, round, next_use ? next_use[i] : INT64_MAX);
   }
   if (spill.size()) write_to_servers(spill, /*wait=*/false);
 }
@@ -212,17 +202,14 @@ void L2HostTier::flush() {
   write_to_servers(none, /*wait=*/true);  // acknowledged once every earlier write is on the servers
 }
 
-void L2HostTier::fetch_from_servers(const std::vector<RowId>& ids, RowBlock& out) {
+void L2HostTier::fetch_from_servers(const std::vector<RowId>& ids, const std::vector<size_t>* at, float* values) {
   const int servers = static_cast<int>(server_ranks_.size());
   std::vector<std::vector<RowId>> per_server(servers);
   std::vector<std::vector<size_t>> position(servers);
-  const size_t first = out.size();
-  out.ids.resize(first + ids.size());
-  out.values.resize((first + ids.size()) * width_);
+  auto row_of = [&](size_t i) { return values + (at ? (*at)[i] : i) * width_; };
   for (size_t i = 0; i < ids.size(); ++i) {
     if (!servers_may_hold_rows_ && !on_servers_.contains(ids[i])) {  // never written down: the servers lack it
-      out.ids[first + i] = ids[i];
-      new_row_(ids[i], out.values.data() + (first + i) * width_);
+      new_row_(ids[i], row_of(i));
       counters_.rows_created += 1;
       continue;
     }
@@ -261,11 +248,7 @@ void L2HostTier::fetch_from_servers(const std::vector<RowId>& ids, RowBlock& out
     }
     counters_.bytes_from_l3 += rows.values.size() * sizeof(float);
     comm::LinkModel::transfer(comm::Link::kNetwork, requests[s].size() + reply.size());
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const size_t at = first + position[s][i];
-      out.ids[at] = rows.ids[i];
-      std::copy(rows.row(i), rows.row(i) + width_, out.values.data() + at * width_);
-    }
+    for (size_t i = 0; i < rows.size(); ++i) std::copy(rows.row(i), rows.row(i) + width_, row_of(position[s][i]));
   }
   counters_.fetch_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (auto& r : sends) comm::wait_politely(r);

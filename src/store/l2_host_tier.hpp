@@ -45,11 +45,13 @@ class L2HostTier {
   // A round that needs `id` entered the look-ahead horizon (no-op if the row is not here).
   void note_future_use(const RowId& id, int64_t round);
 
-  // Full rows (values + state) of `ids`, in order, appended to out, with one
-  // dirty flag each (1: newer than the servers' copy). Rows found here leave L2.
-  void read(const std::vector<RowId>& ids, int64_t round, RowBlock& out, std::vector<uint8_t>& dirty);
+  // Full rows (values + state) of `ids`, in order, into values (n, width), with
+  // one dirty flag each (1: newer than the servers' copy). Rows found here leave L2.
+  void read(const std::vector<RowId>& ids, int64_t round, float* values, uint8_t* dirty);
   // Dirty rows coming back from an L1: they are newer than anything below.
-  void write_back(const RowBlock& rows, int64_t round);
+  // next_use (may be null): each row's next known use, INT64_MAX when it must
+  // be asked for (a finite one saves the look-up).
+  void write_back(const RowBlock& rows, int64_t round, const int64_t* next_use = nullptr);
   // The dirty rows of an L1 written down whole (end of training, checkpoint):
   // rows held here are updated in place; the rest go straight to the servers,
   // without displacing L2's rows (an L1 being emptied or checkpointed needs no
@@ -73,11 +75,13 @@ class L2HostTier {
 
  private:
   void make_room(RowBlock& spill);  // evicts until one row fits; dirty victims go to spill
-  void fetch_from_servers(const std::vector<RowId>& ids, RowBlock& out);
+  // Rows of ids into values (n, width) at their positions; `at` (may be null)
+  // maps position i to the row it fills.
+  void fetch_from_servers(const std::vector<RowId>& ids, const std::vector<size_t>* at, float* values);
   // Sends rows to their servers; with `wait`, returns once the servers have them.
   void write_to_servers(const RowBlock& rows, bool wait);
   void complete_sends(bool all);
-  void touch(int64_t slot, int64_t round);
+  void touch(int64_t slot, int64_t round, int64_t next_use = INT64_MAX);
   void remove(int64_t slot);  // drops a row without writing it anywhere
 
   int width_;
@@ -99,6 +103,8 @@ class L2HostTier {
   std::function<int64_t(const RowId&)> next_use_;
   const AccessHistory* history_;
   RowMap<uint8_t> on_servers_;  // rows this tier has written to the servers
+  std::vector<RowId> missing_;   // scratch of read()
+  std::vector<size_t> missing_at_;
   bool servers_may_hold_rows_ = false;  // resumed: the servers started with rows; always ask them
 };
 

@@ -5,6 +5,7 @@
 
 #include "comm/mpi_channel.hpp"
 #include "comm/wire.hpp"
+#include "common/cpu_time.hpp"
 #include "common/error.hpp"
 #include "store/row_init.hpp"
 #include "store/tiered_protocol.hpp"
@@ -43,7 +44,7 @@ ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vect
       producers_(options.layout.producers) {
   if (!options.output.trace.empty()) {
     // One file per producer (it plans only its own trainers' L1s); the first is the plain path.
-    trace_ = std::make_unique<io::AccessTraceWriter>(owners_.size() && owners_[0] == 0
+    trace_ = std::make_unique<AccessTraceWriter>(owners_.size() && owners_[0] == 0
                                                          ? options.output.trace
                                                          : options.output.trace + ".owner" + std::to_string(owners_[0]));
   }
@@ -78,14 +79,18 @@ void ProducerStaging::new_row(const RowId& id, float* row) const {
   sparse_optimizer_->init_state(row + dim_, dim_);
 }
 
-void ProducerStaging::add_round(int64_t round, const std::vector<std::vector<RowId>>& rows_per_owner) {
+void ProducerStaging::add_round(int64_t round, const std::vector<OwnerRequests>& per_owner) {
+  const auto start = Clock::now();
+  const double cpu_start = thread_cpu_seconds();
   for (size_t i = 0; i < owners_.size(); ++i) {
-    if (trace_) trace_->write(round, owners_[i], rows_per_owner[i]);
-    for (const RowId& id : rows_per_owner[i]) history_->record(id.table, id.key);
     absent_.clear();
-    directories_[i].add_round(round, rows_per_owner[i], &absent_);
+    distinct_.clear();
+    directories_[i].add_round(round, per_owner[i], &absent_, trace_ ? &distinct_ : nullptr);
+    if (trace_) trace_->write(round, owners_[i], distinct_);
     for (const RowId& id : absent_) l2_->note_future_use(id, round);
   }
+  counters_.staging_s += since(start);
+  counters_.staging_cpu_s += thread_cpu_seconds() - cpu_start;
 }
 
 void ProducerStaging::poll() {
@@ -111,31 +116,33 @@ void ProducerStaging::apply_arrived() {
     arrived_.pop_front();
     comm::ByteReader reader(arrived.bytes.data(), arrived.bytes.size(), "write-back");
     const auto header = reader.get<WriteBackHeader>();
+    reader.skip_padding(8);
     const size_t used = arrived.bytes.size() - reader.remaining();
     RowBlock rows = read_row_block(arrived.bytes.data() + used, reader.remaining());
-    if (header.kind == WriteBackKind::kRound) {
-      l2_->write_back(rows, header.round);
-    } else {
+    if (header.kind != WriteBackKind::kRound) {
       l2_->write_down(rows);
-    }
-    if (header.kind == WriteBackKind::kWriteDownPart) continue;
-    if (header.kind == WriteBackKind::kRound) {
-      started_[arrived.owner_index] = std::max(started_[arrived.owner_index], header.round);
-    }
-    if (header.kind == WriteBackKind::kFlush) {
-      flushed_[arrived.owner_index] = true;
+      if (header.kind == WriteBackKind::kFlush) flushed_[arrived.owner_index] = true;
+      if (header.kind == WriteBackKind::kCheckpoint) checkpoint_flushed_[arrived.owner_index] = true;
       continue;
     }
-    if (header.kind == WriteBackKind::kCheckpoint) {
-      checkpoint_flushed_[arrived.owner_index] = true;
-      continue;
-    }
+    started_[arrived.owner_index] = std::max(started_[arrived.owner_index], header.round);
     auto& queue = evicted_[arrived.owner_index];
-    if (queue.empty() || queue.front().first != header.round) {
+    if (queue.empty() || queue.front().round != header.round) {
       throw Error("write-back of round " + std::to_string(header.round) + " from trainer " +
                   std::to_string(owners_[arrived.owner_index]) + " out of order (protocol bug)");
     }
-    for (const RowId& id : queue.front().second) {
+    // The dirty rows come back in the order they were evicted: each takes the
+    // next use it was evicted with (a finite one cannot have moved since).
+    const Evicted& evicted = queue.front();
+    arrived_next_use_.resize(rows.size());
+    size_t j = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      while (j < evicted.ids.size() && !(evicted.ids[j] == rows.ids[i])) ++j;
+      if (j == evicted.ids.size()) throw Error("write-back of a row that was not evicted (protocol bug)");
+      arrived_next_use_[i] = evicted.next_use[j];
+    }
+    l2_->write_back(rows, header.round, arrived_next_use_.data());
+    for (const RowId& id : evicted.ids) {
       int* count = pending_.find(id);
       if (--*count == 0) pending_.erase(id);
     }
@@ -143,13 +150,16 @@ void ProducerStaging::apply_arrived() {
   }
 }
 
-StagingMessage ProducerStaging::stage(int64_t round, size_t owner_index) {
+void ProducerStaging::stage(int64_t round, size_t owner_index, std::vector<char>& out) {
   const auto start = Clock::now();
+  const double cpu_start = thread_cpu_seconds();
   poll();
   apply_arrived();
-  StagingPlan plan = directories_[owner_index].plan(round, depth_);
-  counters_.max_window_rows = std::max(counters_.max_window_rows, directories_[owner_index].window_rows());
-  window_max_rows_ = std::max(window_max_rows_, directories_[owner_index].window_rows());
+  StagingPlan& plan = plan_;
+  L1Directory& directory = directories_[owner_index];
+  directory.plan(round, depth_, plan);
+  counters_.max_window_rows = std::max(counters_.max_window_rows, directory.window_rows());
+  window_max_rows_ = std::max(window_max_rows_, directory.window_rows());
   counters_.l1_hits += plan.hits;
   counters_.l1_misses += plan.insert.size();
   counters_.l1_evictions += plan.evict.size();
@@ -169,18 +179,23 @@ StagingMessage ProducerStaging::stage(int64_t round, size_t owner_index) {
     }
     counters_.write_back_wait_s += since(wait_start);
   }
-  StagingMessage message;
-  message.round = round;
-  message.evict = std::move(plan.evict);
+  StagingWriter writer(out, round, /*switch_to_ps=*/false, width_);
+  writer.evict_slots(plan.evict_slots);
+  const size_t n = plan.insert.size();
+  writer.reserve_inserts(n);
+  writer.serve(plan.serve_offsets, plan.serve_slots);
+  std::copy(plan.insert_slots.begin(), plan.insert_slots.end(), writer.insert_slots());
+  std::copy(plan.insert.begin(), plan.insert.end(), writer.insert_ids());
   l2_->set_refusing(fault_l2_every_ > 0 && round % fault_l2_every_ == 0);
-  l2_->read(plan.insert, round, message.insert, message.insert_dirty);
-  for (const RowId& id : message.evict) pending_[id] += 1;
-  evicted_[owner_index].emplace_back(round, message.evict);
+  l2_->read(plan.insert, round, writer.insert_values(), writer.insert_dirty());
+  for (const RowId& id : plan.evict) pending_[id] += 1;
+  evicted_[owner_index].push_back({round, plan.evict, plan.evict_next_use});
   ++counters_.rounds;
   counters_.staging_s += since(start);
-  fill_stats(message.stats);
-  message.note = pending_note_;
-  return message;
+  counters_.staging_cpu_s += thread_cpu_seconds() - cpu_start;
+  double stats[kProducerStats];
+  fill_stats(stats);
+  writer.finish(stats, pending_note_);
 }
 
 std::string ProducerStaging::run_controller(int64_t round) {
@@ -222,6 +237,7 @@ void ProducerStaging::fill_stats(double* st) const {
   st[kStatL1Mb] = controller_ ? budgets_.l1_mb : double(l1_rows_) * width_ * sizeof(float) / 1048576.0;
   st[kStatL2Mb] = double(l2_->capacity()) * width_ * sizeof(float) / 1048576.0;
   st[kStatPrefetchDepth] = depth_;
+  st[kStatStagingCpuS] = counters_.staging_cpu_s;
 }
 
 bool ProducerStaging::note_lateness(int64_t round) {
@@ -238,13 +254,14 @@ bool ProducerStaging::note_lateness(int64_t round) {
   return late;
 }
 
-StagingMessage ProducerStaging::switch_message(int64_t round) const {
-  StagingMessage message;
-  message.round = round;
-  message.switch_to_ps = true;
-  message.insert.width = width_;
-  fill_stats(message.stats);
-  return message;
+void ProducerStaging::append_switch(int64_t round, std::vector<char>& out) const {
+  StagingWriter writer(out, round, /*switch_to_ps=*/true, width_);
+  writer.evict_slots({});
+  writer.reserve_inserts(0);
+  writer.serve({}, {});
+  double stats[kProducerStats];
+  fill_stats(stats);
+  writer.finish(stats, "");
 }
 
 void ProducerStaging::service() {
@@ -287,7 +304,7 @@ void ProducerStaging::finish_training() {
     backoff.pause();
   }
   for (const auto& queue : evicted_) {
-    if (!queue.empty()) throw Error("a trainer flushed before writing back round " + std::to_string(queue.front().first));
+    if (!queue.empty()) throw Error("a trainer flushed before writing back round " + std::to_string(queue.front().round));
   }
   l2_->flush();
   for (int rank : owner_ranks_) {

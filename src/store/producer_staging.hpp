@@ -18,10 +18,11 @@
 #include "store/eviction_policy.hpp"
 #include "store/l1_directory.hpp"
 #include "store/l2_host_tier.hpp"
+#include "store/access_trace.hpp"
 #include "store/online_controller.hpp"
+#include "store/round_requests.hpp"
 #include "store/row_map.hpp"
 #include "store/staging_message.hpp"
-#include "io/access_trace.hpp"
 
 namespace strata::store {
 
@@ -31,7 +32,8 @@ struct StagingCounters {
   uint64_t late_rounds = 0;      // rounds staged after their trainer had run out of queued batches
   int64_t max_window_rows = 0;   // largest pinned window of any L1 (the minimum L1 size)
   double write_back_wait_s = 0;  // waiting for an L1 to return an evicted row
-  double staging_s = 0;          // planning and reading rows
+  double staging_s = 0;          // planning and reading rows (wall clock)
+  double staging_cpu_s = 0;      // the same in this rank's CPU time
 };
 
 // Rows per cache budget: the arena holds `width` floats per row.
@@ -45,10 +47,11 @@ class ProducerStaging {
   ProducerStaging(const RunOptions& options, int width, std::vector<int> owners, std::vector<int> owner_ranks,
                   std::vector<int> server_ranks, MPI_Comm world, bool servers_may_hold_rows = false);
 
-  // Round r's rows owned by owners()[i] (unique), from every producer's batches.
-  void add_round(int64_t round, const std::vector<std::vector<RowId>>& rows_per_owner);
-  // The staging message of round r for owners()[i]. Call once per owner, in round order.
-  StagingMessage stage(int64_t round, size_t owner_index);
+  // Round r's requests of the rows owned by owners()[i], from every trainer.
+  void add_round(int64_t round, const std::vector<OwnerRequests>& per_owner);
+  // Appends the staging plan of round r for owners()[i] to `out` (the batch
+  // message of that owner). Call once per owner, in round order.
+  void stage(int64_t round, size_t owner_index, std::vector<char>& out);
   // Receives write-backs that have arrived (any wait loop may call it).
   void poll();
   // poll() and apply what arrived. Only from outside L2 operations (the
@@ -71,8 +74,8 @@ class ProducerStaging {
   bool note_lateness(int64_t round);
   // store.fallback_late_rounds consecutive late rounds: time to fall back to Scheme A.
   bool wants_fallback() const { return fallback_late_rounds_ > 0 && late_run_ >= fallback_late_rounds_; }
-  // A staging message for `round` that switches owners()[i] to Scheme A.
-  StagingMessage switch_message(int64_t round) const;
+  // Appends a staging message for `round` that switches its owner to Scheme A.
+  void append_switch(int64_t round, std::vector<char>& out) const;
 
   const std::vector<int>& owners() const { return owners_; }
   const StagingCounters& counters() const { return counters_; }
@@ -89,6 +92,11 @@ class ProducerStaging {
   struct Arrived {
     size_t owner_index;
     std::vector<char> bytes;
+  };
+  struct Evicted {
+    int64_t round;
+    std::vector<RowId> ids;
+    std::vector<int64_t> next_use;  // when evicted; INT64_MAX: ask the directory when the row arrives
   };
   void apply_arrived();
   void fill_stats(double* stats) const;
@@ -118,7 +126,7 @@ class ProducerStaging {
   std::unique_ptr<L2HostTier> l2_;
   std::deque<Arrived> arrived_;
   // Per owner: the rounds whose evictions have not been written back yet.
-  std::vector<std::deque<std::pair<int64_t, std::vector<RowId>>>> evicted_;
+  std::vector<std::deque<Evicted>> evicted_;
   RowMap<int> pending_;  // evicted, write-back not yet applied
   std::vector<bool> flushed_;
   std::vector<int64_t> started_;  // per owner: newest round whose plan it applied (from its write-backs)
@@ -129,6 +137,9 @@ class ProducerStaging {
   std::function<void()> on_wait_;
   int trainers_ = 1, producers_ = 1;  // trainer t is fed by producer t % producers, as its (t / producers)-th
   std::vector<RowId> absent_;     // scratch: a round's rows not in L1
+  std::vector<RowId> distinct_;   // scratch: a round's distinct rows (for the trace)
+  StagingPlan plan_;              // scratch of stage()
+  std::vector<int64_t> arrived_next_use_;  // scratch: next uses of a write-back's rows
   std::unique_ptr<OnlineController> controller_;  // autotune.online
   ControllerBudgets budgets_;     // where the controller has put the budgets
   StagingCounters window_start_counters_;
@@ -136,7 +147,7 @@ class ProducerStaging {
   int64_t window_max_rows_ = 0;   // largest pinned window since the last decision
   int64_t every_steps_ = 0;
   std::string pending_note_;      // the latest decision, carried by the next staging messages
-  std::unique_ptr<io::AccessTraceWriter> trace_;  // output.trace (one file per producer)
+  std::unique_ptr<AccessTraceWriter> trace_;  // output.trace (one file per producer)
   StagingCounters counters_;
 };
 

@@ -32,6 +32,7 @@ class RowCache {
   bool full() const { return size() >= limit_; }
   size_t arena_bytes() const { return static_cast<size_t>(capacity_) * width_ * sizeof(float); }
 
+  void prefetch(const RowId& id) const { slot_of_.prefetch(id); }
   int64_t find(const RowId& id) const {
     const int64_t* slot = slot_of_.find(id);
     return slot ? *slot : -1;

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "comm/collectives.hpp"
 #include "comm/link_model.hpp"
 #include "comm/mpi_channel.hpp"
 #include "comm/wire.hpp"
+#include "common/error.hpp"
 #include "store/tiered_protocol.hpp"
 
 namespace strata::store {
@@ -23,12 +25,14 @@ TieredStore::TieredStore(MPI_Comm world, MPI_Comm trainers, int producer_rank, s
       servers_(world, std::move(server_ranks), trainer_index, dim, num_tables),
       reports_producer_(reports_producer) {
   MPI_Comm_size(trainers, &trainers_);
-  table_of_request_.resize(trainers_);
-  index_of_request_.resize(trainers_);
+  request_table_.resize(trainers_);
+  request_index_.resize(trainers_);
+  send_bytes_.resize(trainers_);
+  receive_bytes_.resize(trainers_);
 }
 
 void TieredStore::stage(const char* staging, size_t bytes) {
-  StagingMessage message = read_staging(staging, bytes);
+  const StagingView message = read_staging(staging, bytes);
   std::copy(message.stats, message.stats + kProducerStats, producer_stats_);
   if (reports_producer_ && !message.note.empty()) notes_.push_back(message.note);
   if (message.switch_to_ps) {
@@ -38,51 +42,59 @@ void TieredStore::stage(const char* staging, size_t bytes) {
     fell_back_ = true;
     return;
   }
-  RowBlock write_back;
-  l1_.apply(message, write_back);
-  counters_.l1_evictions += message.evict.size();
-  counters_.l1_write_backs += write_back.size();
-  counters_.bytes_staged += message.insert.values.size() * sizeof(float);
-  counters_.bytes_written_back += write_back.values.size() * sizeof(float);
-  comm::LinkModel::transfer(comm::Link::kHostToDevice, message.insert.values.size() * sizeof(float));
-  if (write_back.size()) comm::LinkModel::transfer(comm::Link::kHostToDevice, write_back.values.size() * sizeof(float));
+  write_back_.clear();
+  l1_.apply(message, write_back_);
+  if (!message.serve_offsets.empty() && message.serve_offsets.size != static_cast<size_t>(trainers_) + 1) {
+    throw Error("staging plan serves " + std::to_string(message.serve_offsets.size - 1) + " trainers, there are " +
+                std::to_string(trainers_) + " (protocol bug)");
+  }
+  serve_offsets_.assign(message.serve_offsets.begin(), message.serve_offsets.end());
+  if (serve_offsets_.empty()) serve_offsets_.assign(trainers_ + 1, 0);
+  serve_slots_.assign(message.serve_slots.begin(), message.serve_slots.end());
+  staged_round_ = message.round;
+  counters_.l1_evictions += message.evict_slots.size;
+  counters_.l1_write_backs += write_back_.size();
+  counters_.bytes_staged += message.insert_values.size * sizeof(float);
+  counters_.bytes_written_back += write_back_.values.size() * sizeof(float);
+  comm::LinkModel::transfer(comm::Link::kHostToDevice, message.insert_values.size * sizeof(float));
+  if (write_back_.size()) {
+    comm::LinkModel::transfer(comm::Link::kHostToDevice, write_back_.values.size() * sizeof(float));
+  }
   // Every staged round is answered, even with no rows, so the producer knows
-  // the evicted rows of that round are safe to serve again.
-  // Sent without waiting: the producer collects write-backs inside all its waits.
+  // the evicted rows of that round are safe to serve again. Sent without
+  // waiting: the producer collects write-backs inside all its waits.
+  std::vector<char> buffer;
+  comm::ByteWriter writer(buffer);
+  writer.put(WriteBackHeader{WriteBackKind::kRound, message.round});
+  append_row_block(write_back_, buffer);
+  send_write_back(std::move(buffer));
+}
+
+void TieredStore::send_write_back(std::vector<char>&& buffer) {
   while (!write_backs_.empty()) {
     int done = 0;
     comm::check_mpi(MPI_Test(&write_backs_.front().request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (!done) break;
     write_backs_.pop_front();
   }
-  write_backs_.push_back({MPI_REQUEST_NULL, {}});
-  std::vector<char>& buffer = write_backs_.back().bytes;
-  comm::ByteWriter writer(buffer);
-  writer.put(WriteBackHeader{WriteBackKind::kRound, message.round});
-  append_row_block(write_back, buffer);
-  write_backs_.back().request = comm::send_bytes(world_, producer_rank_, comm::kTagWriteBack, buffer);
+  write_backs_.push_back({MPI_REQUEST_NULL, std::move(buffer)});
+  write_backs_.back().request = comm::send_bytes(world_, producer_rank_, comm::kTagWriteBack, write_backs_.back().bytes);
 }
 
-void TieredStore::exchange(const std::vector<char>& send, const std::vector<int>& send_counts,
-                           std::vector<char>& receive, std::vector<int>& receive_counts) {
-  receive_counts.assign(trainers_, 0);
-  comm::check_mpi(MPI_Alltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT, trainers_comm_),
-                  "MPI_Alltoall");
-  exchange_sized(send, send_counts, receive, receive_counts);
+size_t TieredStore::served_rows(int requester) const {
+  return static_cast<size_t>(serve_offsets_[requester + 1] - serve_offsets_[requester]);
 }
 
-void TieredStore::exchange_sized(const std::vector<char>& send, const std::vector<int>& send_counts,
-                                 std::vector<char>& receive, const std::vector<int>& receive_counts) {
-  std::vector<int> send_offsets(trainers_, 0), receive_offsets(trainers_, 0);
-  int total = 0;
-  for (int r = 0; r < trainers_; ++r) receive_offsets[r] = total, total += receive_counts[r];
-  int at = 0;
-  for (int r = 0; r < trainers_; ++r) send_offsets[r] = at, at += send_counts[r];
-  receive.resize(total);
-  comm::check_mpi(MPI_Alltoallv(send.data(), send_counts.data(), send_offsets.data(), MPI_BYTE, receive.data(),
-                                receive_counts.data(), receive_offsets.data(), MPI_BYTE, trainers_comm_),
-                  "MPI_Alltoallv");
-  counters_.bytes_all_to_all += send.size();
+void TieredStore::build_requests(const data::Batch& batch) {
+  for (int o = 0; o < trainers_; ++o) request_table_[o].clear(), request_index_[o].clear();
+  for (int t = 0; t < num_tables_; ++t) {
+    const auto& unique = batch.tables[t].unique_keys;
+    for (size_t u = 0; u < unique.size(); ++u) {
+      const int o = owner_of(t, unique[u], trainers_);
+      request_table_[o].push_back(t);
+      request_index_[o].push_back(static_cast<uint32_t>(u));
+    }
+  }
 }
 
 void TieredStore::pull(const data::Batch& batch, std::vector<std::vector<float>>& rows, bool for_training) {
@@ -91,52 +103,45 @@ void TieredStore::pull(const data::Batch& batch, std::vector<std::vector<float>>
     traffic_ = servers_.traffic();
     return;
   }
-  // 1. Ask each owner for the rows of this batch it owns.
-  std::vector<std::vector<RowId>> ids_per_owner(trainers_);
-  for (int o = 0; o < trainers_; ++o) table_of_request_[o].clear(), index_of_request_[o].clear();
   rows.resize(num_tables_);
+  size_t total = 0;
   for (int t = 0; t < num_tables_; ++t) {
-    const auto& unique = batch.tables[t].unique_keys;
-    rows[t].resize(unique.size() * dim_);
-    for (size_t u = 0; u < unique.size(); ++u) {
-      const int o = owner_of(t, unique[u], trainers_);
-      ids_per_owner[o].push_back({static_cast<uint32_t>(t), unique[u]});
-      table_of_request_[o].push_back(t);
-      index_of_request_[o].push_back(static_cast<uint32_t>(u));
+    rows[t].resize(batch.tables[t].unique_keys.size() * dim_);
+    total += batch.tables[t].unique_keys.size();
+  }
+  if (trainers_ == 1) {
+    // Every row is this trainer's own, planned in table-then-key order.
+    if (served_rows(0) != total) {
+      throw Error("staging plan of round " + std::to_string(staged_round_) + " serves " +
+                  std::to_string(served_rows(0)) + " rows, the batch has " + std::to_string(total) + " (protocol bug)");
     }
+    size_t at = 0;
+    for (int t = 0; t < num_tables_; ++t) {
+      const size_t n = batch.tables[t].unique_keys.size();
+      l1_.gather(serve_slots_.data() + at, n, rows[t].data());
+      at += n;
+    }
+    return;
   }
-  std::vector<char> send, receive;
-  std::vector<int> send_counts(trainers_), receive_counts;
-  for (int o = 0; o < trainers_; ++o) {
-    const size_t bytes = ids_per_owner[o].size() * sizeof(RowId);
-    send_counts[o] = static_cast<int>(bytes);
-    const size_t at = send.size();
-    send.resize(at + bytes);
-    if (bytes) std::memcpy(send.data() + at, ids_per_owner[o].data(), bytes);
+  // Owners gather every requester's rows (one run of slots, requesters in rank
+  // order) and send them; each requester scatters what comes back.
+  build_requests(batch);
+  const size_t row_bytes = sizeof(float) * dim_;
+  send_values_.resize(serve_slots_.size() * dim_);
+  l1_.gather(serve_slots_.data(), serve_slots_.size(), send_values_.data());
+  size_t requested = 0;
+  for (int r = 0; r < trainers_; ++r) {
+    send_bytes_[r] = static_cast<int>(served_rows(r) * row_bytes);
+    receive_bytes_[r] = static_cast<int>(request_table_[r].size() * row_bytes);
+    requested += request_table_[r].size();
   }
-  exchange(send, send_counts, receive, receive_counts);
-  received_ids_.resize(receive.size() / sizeof(RowId));
-  if (!receive.empty()) std::memcpy(received_ids_.data(), receive.data(), receive.size());
-  received_counts_.resize(trainers_);
-  for (int r = 0; r < trainers_; ++r) received_counts_[r] = receive_counts[r] / static_cast<int>(sizeof(RowId));
-
-  // 2. Serve them from L1 and send the values back.
-  std::vector<char> values(received_ids_.size() * dim_ * sizeof(float));
-  l1_.gather(received_ids_.data(), received_ids_.size(), reinterpret_cast<float*>(values.data()));
-  // Both sides know the sizes: each answer is as long as its request.
-  for (int r = 0; r < trainers_; ++r) send_counts[r] = received_counts_[r] * dim_ * static_cast<int>(sizeof(float));
+  receive_values_.resize(requested * dim_);
+  comm::alltoallv(send_values_.data(), send_bytes_, receive_values_.data(), receive_bytes_, trainers_comm_);
+  counters_.bytes_all_to_all += serve_slots_.size() * row_bytes;
+  const float* at = receive_values_.data();
   for (int o = 0; o < trainers_; ++o) {
-    receive_counts[o] = static_cast<int>(ids_per_owner[o].size()) * dim_ * static_cast<int>(sizeof(float));
-  }
-  std::vector<char> answers;
-  exchange_sized(values, send_counts, answers, receive_counts);
-
-  // 3. Scatter into the batch's row buffers.
-  const float* at = reinterpret_cast<const float*>(answers.data());
-  for (int o = 0; o < trainers_; ++o) {
-    for (size_t i = 0; i < table_of_request_[o].size(); ++i, at += dim_) {
-      std::memcpy(rows[table_of_request_[o][i]].data() + static_cast<size_t>(index_of_request_[o][i]) * dim_, at,
-                  sizeof(float) * dim_);
+    for (size_t i = 0; i < request_table_[o].size(); ++i, at += dim_) {
+      std::memcpy(rows[request_table_[o][i]].data() + static_cast<size_t>(request_index_[o][i]) * dim_, at, row_bytes);
     }
   }
 }
@@ -147,31 +152,34 @@ void TieredStore::push(const data::Batch& batch, const std::vector<std::vector<f
     traffic_ = servers_.traffic();
     return;
   }
-  std::vector<char> send;
-  std::vector<int> send_counts(trainers_), receive_counts;
-  for (int o = 0; o < trainers_; ++o) {
-    const size_t n = table_of_request_[o].size();
-    const size_t at = send.size();
-    send.resize(at + n * dim_ * sizeof(float));
-    float* out = reinterpret_cast<float*>(send.data() + at);
-    for (size_t i = 0; i < n; ++i) {
-      std::memcpy(out + i * dim_, grads[table_of_request_[o][i]].data() + size_t(index_of_request_[o][i]) * dim_,
-                  sizeof(float) * dim_);
+  if (trainers_ == 1) {
+    size_t at = 0;
+    for (int t = 0; t < num_tables_; ++t) {
+      const size_t n = batch.tables[t].unique_keys.size();
+      l1_.add_gradients(serve_slots_.data() + at, n, grads[t].data());
+      at += n;
     }
-    send_counts[o] = static_cast<int>(n * dim_ * sizeof(float));
+    l1_.apply_step();
+    return;
   }
-  receive_counts.resize(trainers_);
-  for (int r = 0; r < trainers_; ++r) receive_counts[r] = received_counts_[r] * dim_ * static_cast<int>(sizeof(float));
-  std::vector<char> receive;
-  exchange_sized(send, send_counts, receive, receive_counts);
-  // Requester segments arrive in rank order: the same summation order as the servers'.
-  const float* g = reinterpret_cast<const float*>(receive.data());
-  size_t first = 0;  // the gradients answer the rows pull() gathered, in the same order
-  for (int r = 0; r < trainers_; ++r) {
-    l1_.add_gradients_of_gathered(first, received_counts_[r], g);
-    first += received_counts_[r];
-    g += static_cast<size_t>(received_counts_[r]) * dim_;
+  const size_t row_bytes = sizeof(float) * dim_;
+  size_t requested = 0;
+  for (int o = 0; o < trainers_; ++o) requested += request_table_[o].size();
+  send_values_.resize(requested * dim_);
+  float* out = send_values_.data();
+  for (int o = 0; o < trainers_; ++o) {
+    for (size_t i = 0; i < request_table_[o].size(); ++i, out += dim_) {
+      std::memcpy(out, grads[request_table_[o][i]].data() + size_t(request_index_[o][i]) * dim_, row_bytes);
+    }
+    send_bytes_[o] = static_cast<int>(request_table_[o].size() * row_bytes);
+    receive_bytes_[o] = static_cast<int>(served_rows(o) * row_bytes);
   }
+  receive_values_.resize(serve_slots_.size() * dim_);
+  comm::alltoallv(send_values_.data(), send_bytes_, receive_values_.data(), receive_bytes_, trainers_comm_);
+  counters_.bytes_all_to_all += requested * row_bytes;
+  // Requester segments arrive in rank order, as the serve slots list them:
+  // the same summation order as the servers'.
+  l1_.add_gradients(serve_slots_.data(), serve_slots_.size(), receive_values_.data());
   l1_.apply_step();
 }
 
@@ -179,15 +187,17 @@ void TieredStore::flush() {
   if (flushed_) return;
   write_down(WriteBackKind::kFlush, -1);
   while (!write_backs_.empty()) {
-    comm::wait_politely(write_backs_.front().request);
+    comm::wait(write_backs_.front().request);
     write_backs_.pop_front();
   }
   int done = 0;
   MPI_Request request;
   comm::check_mpi(MPI_Irecv(&done, 1, MPI_INT, producer_rank_, comm::kTagFlushDone, world_, &request), "MPI_Irecv");
-  comm::wait_politely(request);
+  comm::wait(request);
   // Every producer has written its L2 down once every trainer has heard from its own.
-  comm::check_mpi(MPI_Barrier(trainers_comm_), "MPI_Barrier");
+  MPI_Request barrier;
+  comm::check_mpi(MPI_Ibarrier(trainers_comm_, &barrier), "MPI_Ibarrier");
+  comm::wait(barrier);
   flushed_ = true;
 }
 
@@ -205,17 +215,17 @@ void TieredStore::write_down(WriteBackKind last_kind, int64_t round) {
   l1_.collect_dirty(kPartRows, [&](const RowBlock& part, bool last) {
     counters_.bytes_written_back += part.values.size() * sizeof(float);
     while (write_backs_.size() >= kPartsInFlight) {
-      comm::wait_politely(write_backs_.front().request);
+      comm::wait(write_backs_.front().request);
       spare = std::move(write_backs_.front().bytes);
       write_backs_.pop_front();
     }
     spare.clear();
-    write_backs_.push_back({MPI_REQUEST_NULL, std::move(spare)});
-    std::vector<char>& buffer = write_backs_.back().bytes;
-    comm::ByteWriter writer(buffer);
+    comm::ByteWriter writer(spare);
     writer.put(WriteBackHeader{last ? last_kind : WriteBackKind::kWriteDownPart, round});
-    append_row_block(part, buffer);
-    write_backs_.back().request = comm::send_bytes(world_, producer_rank_, comm::kTagWriteBack, buffer);
+    append_row_block(part, spare);
+    write_backs_.push_back({MPI_REQUEST_NULL, std::move(spare)});
+    write_backs_.back().request =
+        comm::send_bytes(world_, producer_rank_, comm::kTagWriteBack, write_backs_.back().bytes);
   });
 }
 

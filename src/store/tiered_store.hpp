@@ -1,9 +1,11 @@
 // TieredStore: Scheme B on the trainer side. Every row belongs to one trainer
 // (owner_of) and is resident in that owner's L1 when a batch needs it: the
-// producers stage it there ahead of time. A step exchanges key lists, rows and
-// row gradients between trainers by all-to-all; owners sum gradients in rank
-// order and update their rows in L1. Evaluation and the final dump read the
-// servers after flush() has written every dirty row down to L3.
+// producers stage it there ahead of time, and the staging plan tells each
+// owner which of its slots every trainer's rows sit in. A step therefore
+// exchanges only row values and row gradients between trainers (one
+// all-to-all each, none with one trainer); owners sum gradients in rank order
+// and update their rows in L1. Evaluation and the final dump read the servers
+// after flush() has written every dirty row down to L3.
 #pragma once
 
 #include <mpi.h>
@@ -51,13 +53,12 @@ class TieredStore : public ParameterStore {
   const L1DeviceTier& l1() const { return l1_; }
 
  private:
-  void exchange(const std::vector<char>& send, const std::vector<int>& send_counts, std::vector<char>& receive,
-                std::vector<int>& receive_counts);
-  // The same when the receiver already knows how much each peer sends.
-  void exchange_sized(const std::vector<char>& send, const std::vector<int>& send_counts, std::vector<char>& receive,
-                      const std::vector<int>& receive_counts);
   // Sends every dirty L1 row to the producer in parts, the last one of kind last_kind.
   void write_down(WriteBackKind last_kind, int64_t round);
+  void send_write_back(std::vector<char>&& buffer);
+  // Rows this trainer asks each owner for, in request order (tables, then unique keys).
+  void build_requests(const data::Batch& batch);
+  size_t served_rows(int requester) const;
 
   MPI_Comm world_;
   MPI_Comm trainers_comm_;
@@ -75,11 +76,17 @@ class TieredStore : public ParameterStore {
   double producer_stats_[kProducerStats] = {};  // latest snapshot from the staging plans
   std::vector<std::string> notes_;              // online controller decisions not yet logged
 
-  // This step's requests, kept from pull() for push().
-  std::vector<std::vector<uint32_t>> table_of_request_;   // per owner: table of each key sent
-  std::vector<std::vector<uint32_t>> index_of_request_;   // per owner: unique index of each key sent
-  std::vector<RowId> received_ids_;                       // ids other trainers asked this owner for
-  std::vector<int> received_counts_;                      // per requester, in ids
+  // The staged round's serving plan: requester r's rows sit in
+  // serve_slots_[serve_offsets_[r], serve_offsets_[r + 1]), in r's request order.
+  std::vector<int32_t> serve_offsets_;
+  std::vector<int32_t> serve_slots_;
+  int64_t staged_round_ = -1;
+  // This step's requests (trainers > 1), kept from pull() for push().
+  std::vector<std::vector<uint32_t>> request_table_;  // per owner: table of each row asked for
+  std::vector<std::vector<uint32_t>> request_index_;  // per owner: its index among the table's unique keys
+  std::vector<int> send_bytes_, receive_bytes_;
+  std::vector<float> send_values_, receive_values_;  // scratch of the exchanges
+  RowBlock write_back_;
   struct PendingSend {
     MPI_Request request;
     std::vector<char> bytes;

@@ -196,11 +196,14 @@ def case_preempt_signal(r):
 def case_kill_rank(r):
     """SIGKILL a trainer, a producer and a server at random steps: the job ends
     (no hang), and a restart from the last complete checkpoint ends bit-identical."""
-    whole = r.run("whole", 4, "--layout.trainers=2", "--store.mode=tiered", *SLOW)
+    # A pause before every staged round keeps the job running long enough to be
+    # killed mid-run however fast the machine is (it changes no numbers).
+    slow = [*SLOW, "--store.fault_staging_delay_ms=25"]
+    whole = r.run("whole", 4, "--layout.trainers=2", "--store.mode=tiered", *slow)
     rng = random.Random(11)
     for victim, world_rank in (("trainer", 1), ("producer", 2), ("server", 3)):
         ckpt = os.path.join(r.workdir, "ckpt_" + victim)
-        job = start_job(r, "killed_" + victim, 4, "--layout.trainers=2", "--store.mode=tiered", *SLOW,
+        job = start_job(r, "killed_" + victim, 4, "--layout.trainers=2", "--store.mode=tiered", *slow,
                         "--checkpoint.dir=" + ckpt, "--checkpoint.every_steps=10")
         wait_for_checkpoint(ckpt, job)
         time.sleep(rng.uniform(0.0, 0.5))
@@ -213,7 +216,7 @@ def case_kill_rank(r):
             os.killpg(job.pid, signal.SIGKILL)
             raise AssertionError(f"killing the {victim} left the job hanging")
         assert job.returncode != 0, f"{victim}: mpirun exited 0 after a rank was killed"
-        resumed = r.run("resumed_" + victim, 4, "--layout.trainers=2", "--store.mode=tiered", *SLOW,
+        resumed = r.run("resumed_" + victim, 4, "--layout.trainers=2", "--store.mode=tiered", *slow,
                         "--checkpoint.dir=" + ckpt, "--resume=latest")
         assert resumed["params_digest"] == whole["params_digest"], victim
         print(f"{victim} killed after {os.path.basename(checkpoints(ckpt)[-1])}: resumed bit-identical")

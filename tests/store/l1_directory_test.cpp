@@ -54,8 +54,8 @@ TEST(L1Directory, SeesUsesFarBeyondSixtyFourRounds) {
 TEST(L1Directory, RefusesMoreKnownRoundsThanItTracks) {
   auto policy = make_eviction_policy("lookahead");
   L1Directory directory(0, 16, 64, *policy);
-  for (int64_t round = 0; round < L1Directory::kMaxKnownRounds; ++round) directory.add_round(round, {});
-  EXPECT_THROW(directory.add_round(L1Directory::kMaxKnownRounds, {}), Error);
+  for (int64_t round = 0; round < L1Directory::kMaxKnownRounds; ++round) directory.add_round(round, std::vector<RowId>{});
+  EXPECT_THROW(directory.add_round(L1Directory::kMaxKnownRounds, std::vector<RowId>{}), Error);
 }
 
 }  // namespace

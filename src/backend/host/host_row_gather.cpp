@@ -26,7 +26,8 @@ void prefetch_row(const float* row, int bytes, bool write) {
 // already requested: the loads of many rows overlap, which is what a random
 // gather needs. (Sorting by address first was measured slower here: the sort
 // costs more than the TLB misses it saves once arenas sit on huge pages.)
-void gather_rows(const float* arena, int width, const int64_t* slots, size_t n, int dim, float* out) {
+template <class Slot>
+void gather_rows_impl(const float* arena, int width, const Slot* slots, size_t n, int dim, float* out) {
   const int bytes = dim * int(sizeof(float));
   const size_t ahead = std::min<size_t>(n, kPrefetchDistance);
   for (size_t k = 0; k < ahead; ++k) prefetch_row(arena + slots[k] * width, bytes, false);
@@ -34,6 +35,13 @@ void gather_rows(const float* arena, int width, const int64_t* slots, size_t n, 
     if (k + kPrefetchDistance < n) prefetch_row(arena + slots[k + kPrefetchDistance] * width, bytes, false);
     std::memcpy(out + k * dim, arena + slots[k] * width, bytes);
   }
+}
+
+void gather_rows(const float* arena, int width, const int64_t* slots, size_t n, int dim, float* out) {
+  gather_rows_impl(arena, width, slots, n, dim, out);
+}
+void gather_rows(const float* arena, int width, const int32_t* slots, size_t n, int dim, float* out) {
+  gather_rows_impl(arena, width, slots, n, dim, out);
 }
 
 void scatter_add_rows(float* arena, int width, const int64_t* slots, size_t n, int dim, const float* grads) {

@@ -12,6 +12,7 @@ namespace strata::backend::host {
 
 // out[i, 0:dim] = arena[slots[i] * width + 0:dim] for i < n; out is (n, dim).
 void gather_rows(const float* arena, int width, const int64_t* slots, size_t n, int dim, float* out);
+void gather_rows(const float* arena, int width, const int32_t* slots, size_t n, int dim, float* out);
 // arena[slots[i] * width + 0:dim] += grads[i, 0:dim]; slots must be distinct.
 void scatter_add_rows(float* arena, int width, const int64_t* slots, size_t n, int dim, const float* grads);
 

@@ -1,10 +1,10 @@
-#include "io/access_trace.hpp"
+#include "store/access_trace.hpp"
 
 #include <cstring>
 
 #include "common/error.hpp"
 
-namespace strata::io {
+namespace strata::store {
 namespace {
 constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'T', 'R', 'C', '1'};
 }
@@ -18,12 +18,12 @@ AccessTraceWriter::~AccessTraceWriter() {
   if (file_) std::fclose(file_);
 }
 
-void AccessTraceWriter::write(int64_t round, int32_t owner, const std::vector<store::RowId>& rows) {
+void AccessTraceWriter::write(int64_t round, int32_t owner, const std::vector<RowId>& rows) {
   const uint32_t count = static_cast<uint32_t>(rows.size());
   std::fwrite(&round, sizeof(round), 1, file_);
   std::fwrite(&owner, sizeof(owner), 1, file_);
   std::fwrite(&count, sizeof(count), 1, file_);
-  if (count && std::fwrite(rows.data(), sizeof(store::RowId), count, file_) != count) {
+  if (count && std::fwrite(rows.data(), sizeof(RowId), count, file_) != count) {
     throw Error("writing the access trace '" + path_ + "' failed", "check free disk space");
   }
 }
@@ -46,7 +46,7 @@ std::vector<AccessTraceRecord> read_access_trace(const std::string& path) {
       throw Error("access trace '" + path + "' is truncated in record " + std::to_string(records.size()));
     }
     r.rows.resize(count);
-    if (count && std::fread(r.rows.data(), sizeof(store::RowId), count, file) != count) {
+    if (count && std::fread(r.rows.data(), sizeof(RowId), count, file) != count) {
       std::fclose(file);
       throw Error("access trace '" + path + "' is truncated in record " + std::to_string(records.size()));
     }
@@ -56,4 +56,4 @@ std::vector<AccessTraceRecord> read_access_trace(const std::string& path) {
   return records;
 }
 
-}  // namespace strata::io
+}  // namespace strata::store

@@ -12,7 +12,7 @@
 
 #include "store/row_key.hpp"
 
-namespace strata::io {
+namespace strata::store {
 
 class AccessTraceWriter {
  public:
@@ -20,7 +20,7 @@ class AccessTraceWriter {
   ~AccessTraceWriter();
   AccessTraceWriter(const AccessTraceWriter&) = delete;
   AccessTraceWriter& operator=(const AccessTraceWriter&) = delete;
-  void write(int64_t round, int32_t owner, const std::vector<store::RowId>& rows);
+  void write(int64_t round, int32_t owner, const std::vector<RowId>& rows);
 
  private:
   std::FILE* file_;
@@ -30,10 +30,10 @@ class AccessTraceWriter {
 struct AccessTraceRecord {
   int64_t round = 0;
   int32_t owner = 0;
-  std::vector<store::RowId> rows;
+  std::vector<RowId> rows;
 };
 
 // Reads a whole trace; throws strata::Error on a truncated or foreign file.
 std::vector<AccessTraceRecord> read_access_trace(const std::string& path);
 
-}  // namespace strata::io
+}  // namespace strata::store

@@ -1,0 +1,100 @@
+#include "comm/collectives.hpp"
+
+#include <chrono>
+#include <climits>
+#include <string>
+
+#include "comm/mpi_channel.hpp"
+#include "common/error.hpp"
+
+namespace strata::comm {
+
+double wait(MPI_Request& request, const Service& service) {
+  const auto start = std::chrono::steady_clock::now();
+  Backoff backoff;
+  while (true) {
+    int done = 0;
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) break;
+    if (service) service();
+    backoff.pause();
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void allreduce(void* data, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, const Service& service) {
+  MPI_Request request;
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, count, type, op, comm, &request), "MPI_Iallreduce");
+  wait(request, service);
+}
+
+void reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
+  MPI_Request request;
+  check_mpi(MPI_Ireduce(send, recv, count, type, op, root, comm, &request), "MPI_Ireduce");
+  wait(request);
+}
+
+std::vector<char> gather_bytes(const void* send, int bytes, int root, MPI_Comm comm) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &ranks);
+  std::vector<int> counts(rank == root ? ranks : 0), offsets(rank == root ? ranks : 0);
+  MPI_Request request;
+  check_mpi(MPI_Igather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, root, comm, &request), "MPI_Igather");
+  wait(request);
+  std::vector<char> all;
+  if (rank == root) {
+    long long at = 0;
+    for (int r = 0; r < ranks; ++r) offsets[r] = static_cast<int>(at), at += counts[r];
+    all.resize(static_cast<size_t>(total_bytes(counts, "gather")));
+  }
+  check_mpi(MPI_Igatherv(send, bytes, MPI_BYTE, all.data(), counts.data(), offsets.data(), MPI_BYTE, root, comm,
+                         &request),
+            "MPI_Igatherv");
+  wait(request);
+  return all;
+}
+
+int total_bytes(const std::vector<int>& counts, const char* what) {
+  long long total = 0;
+  for (int c : counts) total += c;
+  if (total > INT_MAX) {
+    throw Error(std::string(what) + ": " + std::to_string(total) + " bytes in one exchange exceed MPI's 2 GiB limit",
+                "lower train.batch_size (or the number of tables)");
+  }
+  return static_cast<int>(total);
+}
+
+void alltoallv(const void* send, const std::vector<int>& send_bytes, void* receive,
+               const std::vector<int>& receive_bytes, MPI_Comm comm, const Service& service) {
+  thread_local std::vector<int> send_offsets, receive_offsets;
+  const size_t ranks = send_bytes.size();
+  send_offsets.resize(ranks);
+  receive_offsets.resize(ranks);
+  long long at_send = 0, at_receive = 0;
+  for (size_t r = 0; r < ranks; ++r) {
+    send_offsets[r] = static_cast<int>(at_send), receive_offsets[r] = static_cast<int>(at_receive);
+    at_send += send_bytes[r], at_receive += receive_bytes[r];
+  }
+  total_bytes(send_bytes, "all-to-all send");
+  total_bytes(receive_bytes, "all-to-all receive");
+  MPI_Request request;
+  check_mpi(MPI_Ialltoallv(send, send_bytes.data(), send_offsets.data(), MPI_BYTE, receive, receive_bytes.data(),
+                           receive_offsets.data(), MPI_BYTE, comm, &request),
+            "MPI_Ialltoallv");
+  wait(request, service);
+}
+
+void alltoallv_sized_here(const std::vector<char>& send, const std::vector<int>& send_bytes,
+                          std::vector<char>& receive, std::vector<int>& receive_bytes, MPI_Comm comm,
+                          const Service& service) {
+  receive_bytes.assign(send_bytes.size(), 0);
+  MPI_Request request;
+  check_mpi(MPI_Ialltoall(send_bytes.data(), 1, MPI_INT, receive_bytes.data(), 1, MPI_INT, comm, &request),
+            "MPI_Ialltoall");
+  wait(request, service);
+  receive.resize(static_cast<size_t>(total_bytes(receive_bytes, "all-to-all receive")));
+  alltoallv(send.data(), send_bytes, receive.data(), receive_bytes, comm, service);
+}
+
+}  // namespace strata::comm

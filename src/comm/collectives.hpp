@@ -1,0 +1,44 @@
+// Collectives for the engine's roles, all started non-blocking and completed
+// by a polite wait (comm::Backoff): on oversubscribed cores a rank that waits
+// in a blocking MPI call spins (Open MPI yields in a loop), burning the core
+// the rank it waits for needs. `service`, when given, runs between polls so a
+// producer keeps answering its trainers while it waits for its peers.
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <vector>
+
+namespace strata::comm {
+
+using Service = std::function<void()>;
+
+// Waits for `request`, sleeping between tests; returns seconds waited.
+double wait(MPI_Request& request, const Service& service = {});
+
+// In place: data (count of type) <- op over every rank of comm.
+void allreduce(void* data, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, const Service& service = {});
+
+// recv (count of type, on root only) <- op over every rank's send.
+void reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm);
+
+// Every rank's bytes, back to back in rank order, on root (empty elsewhere).
+std::vector<char> gather_bytes(const void* send, int bytes, int root, MPI_Comm comm);
+
+// All-to-all of bytes where every rank knows what it sends to and receives
+// from each peer: send holds the peers' parts back to back (send_bytes[r] for
+// rank r), receive gets them back to back in rank order.
+void alltoallv(const void* send, const std::vector<int>& send_bytes, void* receive,
+               const std::vector<int>& receive_bytes, MPI_Comm comm, const Service& service = {});
+
+// The same when the receiver does not know the sizes: they are exchanged
+// first; receive and receive_bytes are resized and filled.
+void alltoallv_sized_here(const std::vector<char>& send, const std::vector<int>& send_bytes,
+                          std::vector<char>& receive, std::vector<int>& receive_bytes, MPI_Comm comm,
+                          const Service& service = {});
+
+// Total of the counts, checked against MPI's int limit (names what overflowed).
+int total_bytes(const std::vector<int>& counts, const char* what);
+
+}  // namespace strata::comm

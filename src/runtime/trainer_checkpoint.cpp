@@ -1,0 +1,107 @@
+// The trainer's side of checkpoints: when one is due, writing its part at a
+// step boundary (see runtime/checkpointing.hpp for the protocol), and resuming
+// dense weights, optimizer state, counters and the open metrics window.
+#include <spdlog/spdlog.h>
+
+#include "comm/collectives.hpp"
+#include "comm/mpi_channel.hpp"
+#include "common/error.hpp"
+#include "io/checkpoint_reader.hpp"
+#include "io/checkpoint_writer.hpp"
+#include "runtime/checkpointing.hpp"
+#include "runtime/trainer.hpp"
+
+namespace strata::runtime {
+
+bool Trainer::checkpoint_due() const {
+  if (options_.checkpoint.dir.empty() || report_.steps == 0 || report_.steps == last_checkpoint_step_) return false;
+  const auto& c = options_.checkpoint;
+  if (c.every_steps > 0 && report_.steps % c.every_steps == 0) return true;
+  return c.every_seconds > 0 && seconds(last_checkpoint_time_, Clock::now()) >= c.every_seconds;
+}
+
+// After step report_.steps, before the next one (its batch may have been
+// received and staged already: that changes where rows are, not their values).
+void Trainer::write_checkpoint(bool preempted) {
+  const auto start = Clock::now();
+  CheckpointStamp stamp;
+  stamp.step = report_.steps;
+  stamp.epoch = epoch_;
+  stamp.step_in_epoch = steps_this_epoch_;
+  stamp.samples = samples_total_;
+  stamp.epoch_samples = epoch_samples_;
+  stamp.train_seconds = resumed_seconds_ + seconds(run_start_, start);
+  stamp.dense_optimizer_steps = optimizer_->steps_taken();
+  stamp.preempted = preempted ? 1 : 0;
+  // Caches write down, the producer parks, the servers join: see checkpointing.hpp.
+  store_->prepare_checkpoint(stamp.step);
+  comm::check_mpi(MPI_Send(&stamp, sizeof(stamp), MPI_BYTE, producer_rank_, comm::kTagCheckpoint, MPI_COMM_WORLD),
+                  "MPI_Send");
+  int ready = 0;
+  MPI_Request request;
+  comm::check_mpi(MPI_Irecv(&ready, 1, MPI_INT, producer_rank_, comm::kTagCheckpointReady, MPI_COMM_WORLD, &request),
+                  "MPI_Irecv");
+  comm::wait(request);
+  store_->checkpoint_servers(&stamp, sizeof(stamp));
+  {
+    io::CheckpointWriter writer(MPI_COMM_WORLD, checkpoint_temporary(options_, stamp.step),
+                                checkpoint_header(options_, stamp));
+    const auto& params = model_.parameters();
+    io::TrainerState state{window_loss_, window_samples_, window_steps_, last_window_loss_,
+                           {last_levels_[0], last_levels_[1], last_levels_[2], last_levels_[3]}};
+    if (is_root()) {
+      writer.write_dense(params.slices(), params.values(), optimizer_->state(), true);
+    } else {
+      writer.write_dense({}, {}, {}, false);
+    }
+    writer.write_trainer_state(state, is_root());
+    writer.write_rows(io::SparseRows{});
+    writer.write_producers(nullptr, nullptr);
+    writer.close();
+  }
+  if (context_.world_rank == 0) publish_checkpoint_file(options_, stamp.step, seconds(start, Clock::now()));
+  MPI_Request barrier;  // nobody trains before the file is in place
+  comm::check_mpi(MPI_Ibarrier(comm_, &barrier), "MPI_Ibarrier");
+  comm::wait(barrier);
+  last_checkpoint_step_ = report_.steps;
+  last_checkpoint_time_ = Clock::now();
+  report_.checkpoints += 1;
+  report_.checkpoint_pause_s += seconds(start, last_checkpoint_time_);
+}
+
+// Continues from a checkpoint: dense weights and optimizer state, the step
+// counters, and the metrics window that was open when it was written.
+void Trainer::restore() {
+  io::CheckpointReader reader(MPI_COMM_SELF, resume_.path);
+  const io::CheckpointHeader& h = reader.header();
+  auto& params = model_.parameters();
+  std::vector<float> values = reader.dense_values();
+  if (values.size() != params.size()) {
+    throw Error(resume_.path + ": " + std::to_string(values.size()) + " dense values, this model has " +
+                    std::to_string(params.size()),
+                "resume with the model the checkpoint was written with");
+  }
+  params.values() = std::move(values);
+  optimizer_->set_state(reader.dense_optimizer_state());
+  optimizer_->set_steps_taken(h.dense_optimizer_steps);
+  const io::TrainerState state = reader.trainer_state();
+  window_loss_ = state.window_loss;
+  window_samples_ = state.window_samples;
+  window_steps_ = state.window_steps;
+  last_window_loss_ = state.last_window_loss;
+  for (int i = 0; i < 4; ++i) last_levels_[i] = state.last_levels[i];
+  report_.steps = h.step;
+  last_checkpoint_step_ = h.step;
+  first_epoch_ = static_cast<int>(h.epoch);
+  steps_this_epoch_ = h.step_in_epoch;
+  epoch_samples_ = h.epoch_samples;
+  samples_total_ = h.samples;
+  resumed_seconds_ = h.train_seconds;
+  report_.resumed_from_step = h.step;
+  if (is_root()) {
+    spdlog::info("resumed from {}: step {}, epoch {} (+{} steps into it)", resume_.path, h.step, h.epoch,
+                 h.step_in_epoch);
+  }
+}
+
+}  // namespace strata::runtime

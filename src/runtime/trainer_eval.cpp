@@ -1,0 +1,67 @@
+// The trainer after training: evaluation on the held-out stream (exact AUC
+// over every trainer's predictions, on trainer 0) and the final row dump that
+// the params digest is taken over.
+#include <spdlog/spdlog.h>
+
+#include "comm/collectives.hpp"
+#include "io/params_digest.hpp"
+#include "model/metrics.hpp"
+#include "runtime/trainer.hpp"
+
+namespace strata::runtime {
+
+void Trainer::evaluate() {
+  phase_ended_ = false;
+  std::vector<float> probs, labels;
+  data::Batch batch;
+  data::Batch empty;
+  empty.reset(shape_.num_dense, shape_.num_tables);
+  std::vector<float> batch_probs;
+  while (true) {
+    int have = !phase_ended_ && receive_batch(batch) ? 1 : 0;
+    comm::allreduce(&have, 1, MPI_INT, MPI_MAX, comm_);
+    if (!have) break;
+    const bool mine = !phase_ended_;
+    const data::Batch& b = mine ? batch : empty;
+    store_->pull(b, rows_, /*for_training=*/false);  // every trainer takes part in each server round
+    if (!mine) continue;
+    for (int t = 0; t < shape_.num_tables; ++t) row_ptrs_[t] = rows_[t].data();
+    batch_probs.resize(b.size);
+    model_.predict(b, row_ptrs_, batch_probs.data());
+    probs.insert(probs.end(), batch_probs.begin(), batch_probs.end());
+    labels.insert(labels.end(), b.labels.begin(), b.labels.end());
+  }
+  end_phase(true);
+  // Exact AUC needs every prediction in one place.
+  const int bytes = static_cast<int>(probs.size() * sizeof(float));
+  const std::vector<char> all_probs = comm::gather_bytes(probs.data(), bytes, 0, comm_);
+  const std::vector<char> all_labels = comm::gather_bytes(labels.data(), bytes, 0, comm_);
+  if (is_root()) {
+    const size_t total = all_probs.size() / sizeof(float);
+    const auto* p = reinterpret_cast<const float*>(all_probs.data());
+    const auto* l = reinterpret_cast<const float*>(all_labels.data());
+    report_.eval_samples = static_cast<int64_t>(total);
+    report_.eval_auc = model::exact_auc(p, l, total);
+    report_.eval_logloss = model::mean_logloss(p, l, total);
+    spdlog::info("eval: {} samples, AUC {:.4f}, logloss {:.4f}", total, report_.eval_auc, report_.eval_logloss);
+  }
+}
+
+void Trainer::finish() {
+  store::RowDump rows = store_->dump_rows();
+  if (is_root()) {
+    report_.params_digest =
+        io::params_digest(model_.parameters().values(), optimizer_->state(), optimizer_->steps_taken(), rows);
+    report_.sparse_rows = static_cast<int64_t>(rows.ids.size());
+  }
+  store_->shutdown();
+  const auto& traffic = store_->traffic();
+  report_.pull_wait_s = traffic.pull_wait_s;
+  report_.rows_pulled = traffic.rows_pulled;
+  report_.bytes_pulled = traffic.bytes_pulled;
+  report_.rows_pushed = traffic.rows_pushed;
+  report_.bytes_pushed = traffic.bytes_pushed;
+  report_.bytes_requested = traffic.bytes_requested;
+}
+
+}  // namespace strata::runtime
