@@ -18,6 +18,7 @@
 #include "app/convert_command.hpp"
 #include "app/tune_command.hpp"
 #include "backend/host/blas_kernels.hpp"
+#include "comm/mpi_channel.hpp"
 #include "common/error.hpp"
 #include "config/deck.hpp"
 #include "data/hdf5_dataset.hpp"
@@ -204,6 +205,7 @@ int main(int argc, char** argv) {
   strata::backend::host::ensure_tuned_blas_kernels(argv);
   mallopt(M_MMAP_THRESHOLD, 512 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  strata::comm::prepare_process_for_polite_waits();
   MPI_Init(&argc, &argv);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   Kokkos::InitArguments kokkos_args;

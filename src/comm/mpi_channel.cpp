@@ -1,6 +1,9 @@
 #include "comm/mpi_channel.hpp"
 
+#include <sys/prctl.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <climits>
 #include <string>
 #include <thread>
@@ -16,8 +19,13 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+void prepare_process_for_polite_waits() {
+  setenv("OMPI_MCA_mpi_yield_when_idle", "0", /*overwrite=*/1);
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+}
+
 void Backoff::pause() {
-  if (++polls_ < 64) return;
+  if (++polls_ < 4) return;
   std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
   if (sleep_us_ < 200) sleep_us_ *= 2;
 }

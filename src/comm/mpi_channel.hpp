@@ -25,6 +25,13 @@ enum Tag : int {
   kTagServerReply = 201,    // server -> trainer: rows
 };
 
+// Before MPI_Init: every wait in strata polls and sleeps itself (Backoff), so
+// Open MPI must not also yield the core inside each poll (what it does when
+// it sees more ranks than cores: one sched_yield system call per empty poll),
+// and this process's timers are made precise (1 us slack instead of 50 us) so
+// a short sleep is short.
+void prepare_process_for_polite_waits();
+
 // Polls cheaply first (a reply is often microseconds away), then backs off to
 // sleeps of up to 200 us so an idle rank costs almost no CPU.
 class Backoff {

@@ -15,13 +15,17 @@ namespace strata::runtime {
 // caches are written down, the trainers are told "ready", and this rank
 // writes its part of the file. Called only from the producer's own loops,
 // never inside an L2 request, so the servers it may wait on are serving.
+// One probe for all trainers: a trainer that sent its stamp waits for "ready"
+// before it could send another.
 void Producer::poll_checkpoint() {
-  for (size_t i = 0; i < queues_.size(); ++i) {
-    if (stamps_[i]) continue;
+  while (true) {
     MPI_Message message;
     MPI_Status status;
-    if (!comm::probe_politely(MPI_COMM_WORLD, queues_[i].world_rank, comm::kTagCheckpoint, message, status, false)) {
-      continue;
+    if (!comm::probe_politely(MPI_COMM_WORLD, MPI_ANY_SOURCE, comm::kTagCheckpoint, message, status, false)) break;
+    size_t i = 0;
+    while (i < queues_.size() && queues_[i].world_rank != status.MPI_SOURCE) ++i;
+    if (i == queues_.size()) {
+      throw Error("checkpoint stamp from rank " + std::to_string(status.MPI_SOURCE) + ", which this producer does not feed");
     }
     CheckpointStamp stamp;
     comm::check_mpi(MPI_Mrecv(&stamp, sizeof(stamp), MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");

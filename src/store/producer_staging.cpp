@@ -93,18 +93,27 @@ void ProducerStaging::add_round(int64_t round, const std::vector<OwnerRequests>&
   counters_.staging_cpu_s += thread_cpu_seconds() - cpu_start;
 }
 
+// One probe for every owner (only this producer's trainers send it
+// write-backs); MPI keeps each owner's messages in order.
 void ProducerStaging::poll() {
-  for (size_t i = 0; i < owners_.size(); ++i) {
-    while (true) {
-      MPI_Message message;
-      MPI_Status status;
-      if (!comm::probe_politely(world_, owner_ranks_[i], comm::kTagWriteBack, message, status, false)) break;
-      int count = 0;
-      MPI_Get_count(&status, MPI_BYTE, &count);
-      Arrived arrived{i, std::vector<char>(count)};
-      comm::check_mpi(MPI_Mrecv(arrived.bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
-      arrived_.push_back(std::move(arrived));
+  while (true) {
+    MPI_Message message;
+    MPI_Status status;
+    if (!comm::probe_politely(world_, MPI_ANY_SOURCE, comm::kTagWriteBack, message, status, false)) break;
+    const auto owner = std::find(owner_ranks_.begin(), owner_ranks_.end(), status.MPI_SOURCE);
+    if (owner == owner_ranks_.end()) {
+      throw Error("write-back from rank " + std::to_string(status.MPI_SOURCE) + ", which this producer does not feed");
     }
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    Arrived arrived{static_cast<size_t>(owner - owner_ranks_.begin()), {}};
+    if (!spare_buffers_.empty()) {
+      arrived.bytes = std::move(spare_buffers_.back());
+      spare_buffers_.pop_back();
+    }
+    arrived.bytes.resize(count);
+    comm::check_mpi(MPI_Mrecv(arrived.bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+    arrived_.push_back(std::move(arrived));
   }
 }
 
@@ -114,6 +123,13 @@ void ProducerStaging::apply_arrived() {
   while (!arrived_.empty()) {
     Arrived arrived = std::move(arrived_.front());
     arrived_.pop_front();
+    struct Recycle {  // the buffer goes back to the pool however this one ends
+      std::vector<std::vector<char>>& pool;
+      std::vector<char>& bytes;
+      ~Recycle() {
+        if (pool.size() < 8) pool.push_back(std::move(bytes));
+      }
+    } recycle{spare_buffers_, arrived.bytes};
     comm::ByteReader reader(arrived.bytes.data(), arrived.bytes.size(), "write-back");
     const auto header = reader.get<WriteBackHeader>();
     reader.skip_padding(8);

@@ -125,6 +125,7 @@ class ProducerStaging {
   std::vector<L1Directory> directories_;
   std::unique_ptr<L2HostTier> l2_;
   std::deque<Arrived> arrived_;
+  std::vector<std::vector<char>> spare_buffers_;  // of applied write-backs, reused
   // Per owner: the rounds whose evictions have not been written back yet.
   std::vector<std::deque<Evicted>> evicted_;
   RowMap<int> pending_;  // evicted, write-back not yet applied
