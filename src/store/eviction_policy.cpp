@@ -1,7 +1,9 @@
 #include "store/eviction_policy.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <string>
 
 #include "common/error.hpp"
 
@@ -78,41 +80,254 @@ std::unique_ptr<EvictionPolicy> make_eviction_policy(const std::string& name, do
   throw Error("unknown store.policy '" + name + "'", "allowed values: lru, lfu, lfu_decay, lookahead");
 }
 
-void EvictionQueue::update(int64_t slot, const RowUsage& usage) {
-  if (static_cast<size_t>(slot) >= live_.size()) {
-    const size_t n = std::max<size_t>(slot + 1, live_.size() * 2);
-    live_.resize(n, 0);
+class EvictionQueue::Order {
+ public:
+  virtual ~Order() = default;
+  virtual void update(int64_t slot, const RowUsage& usage) = 0;
+  virtual void erase(int64_t slot) = 0;
+  virtual bool contains(int64_t slot) const = 0;
+  virtual int64_t peek_victim() = 0;
+  virtual size_t size() const = 0;
+  virtual void prefetch(int64_t slot) const = 0;
+  virtual void set_now(int64_t /*round*/) {}
+};
+
+namespace {
+
+// A min-heap of (score, slot) with lazy deletion; the slot's version marks its current item.
+class ScoredHeap {
+ public:
+  struct Item {
+    EvictionPolicy::Score score;
+    int64_t slot;
+    uint64_t version;
+  };
+  void push(int64_t slot, EvictionPolicy::Score score, std::vector<uint64_t>& version) {
+    heap_.push_back(Item{score, slot, ++version[slot]});
+    std::push_heap(heap_.begin(), heap_.end(), LeavesLater{});
+  }
+  template <class IsCurrent>
+  int64_t top(IsCurrent&& is_current) {
+    while (!heap_.empty() && !is_current(heap_.front())) {
+      std::pop_heap(heap_.begin(), heap_.end(), LeavesLater{});
+      heap_.pop_back();
+    }
+    return heap_.empty() ? -1 : heap_.front().slot;
+  }
+  // Drops every stale item and rebuilds the heap in O(n) once stale ones dominate.
+  template <class IsCurrent>
+  void compact_if_stale(size_t live, IsCurrent&& is_current) {
+    if (heap_.size() <= 2 * live + 4096) return;
+    heap_.erase(std::remove_if(heap_.begin(), heap_.end(), [&](const Item& item) { return !is_current(item); }),
+                heap_.end());
+    std::make_heap(heap_.begin(), heap_.end(), LeavesLater{});
+  }
+
+ private:
+  // std::*_heap build max-heaps: "a leaves later than b" puts the first victim on top.
+  struct LeavesLater {
+    bool operator()(const Item& a, const Item& b) const {
+      if (a.score.primary != b.score.primary) return a.score.primary > b.score.primary;
+      if (a.score.secondary != b.score.secondary) return a.score.secondary > b.score.secondary;
+      return a.slot > b.slot;
+    }
+  };
+  std::vector<Item> heap_;
+};
+
+void grow_to(size_t slot, std::vector<uint64_t>& version, std::vector<uint8_t>& live) {
+  if (slot < live.size()) return;
+  const size_t n = std::max<size_t>(slot + 1, live.size() * 2);
+  live.resize(n, 0);
+  version.resize(n, 0);
+}
+
+class HeapOrder final : public EvictionQueue::Order {
+ public:
+  explicit HeapOrder(const EvictionPolicy& policy) : policy_(policy) {}
+  // Is a heap item its slot's current one?
+  auto current() const {
+    return [this](const ScoredHeap::Item& item) { return live_[item.slot] && version_[item.slot] == item.version; };
+  }
+  void update(int64_t slot, const RowUsage& usage) override {
+    grow_to(size_t(slot), version_, live_);
+    if (!live_[slot]) live_[slot] = 1, ++live_count_;
+    heap_.push(slot, policy_.score(usage), version_);
+    heap_.compact_if_stale(live_count_, current());
+  }
+  void erase(int64_t slot) override {
+    if (!contains(slot)) return;
+    live_[slot] = 0;
+    ++version_[slot];
+    --live_count_;
+  }
+  bool contains(int64_t slot) const override {
+    return slot >= 0 && static_cast<size_t>(slot) < live_.size() && live_[slot];
+  }
+  int64_t peek_victim() override { return heap_.top(current()); }
+  size_t size() const override { return live_count_; }
+  void prefetch(int64_t slot) const override {
+    if (static_cast<size_t>(slot) < live_.size()) __builtin_prefetch(&version_[slot]), __builtin_prefetch(&live_[slot]);
+  }
+
+ private:
+  const EvictionPolicy& policy_;
+  ScoredHeap heap_;
+  std::vector<uint64_t> version_;  // slot -> version of its current heap item
+  std::vector<uint8_t> live_;      // slot -> evictable now
+  size_t live_count_ = 0;
+};
+
+// lookahead: see the header. Per slot: where it is (no next use, a round's
+// list, or absent) and its list links.
+class LookaheadOrder final : public EvictionQueue::Order {
+ public:
+  explicit LookaheadOrder(const EvictionPolicy& policy) : policy_(policy) { heads_.fill(-1); }
+  auto current() const {
+    return [this](const ScoredHeap::Item& item) {
+      return where_[item.slot] == kNoFuture && version_[item.slot] == item.version;
+    };
+  }
+
+  void update(int64_t slot, const RowUsage& usage) override {
+    grow(slot);
+    remove(slot);
+    ++live_count_;
+    if (usage.next_use == INT64_MAX) {
+      where_[slot] = kNoFuture;
+      no_future_.push(slot, policy_.score(usage), version_);
+      ++no_future_count_;
+      no_future_.compact_if_stale(no_future_count_, current());
+      return;
+    }
+    // Past uses (never in a planned level, but a stale one must not alias a
+    // future round of the ring) leave last; uses beyond the ring leave first.
+    const int64_t round = std::clamp<int64_t>(usage.next_use, now_ - 1, now_ + kRing);
+    link(slot, round);
+  }
+  void erase(int64_t slot) override {
+    if (!contains(slot)) return;
+    remove(slot);
+  }
+  bool contains(int64_t slot) const override {
+    return slot >= 0 && static_cast<size_t>(slot) < where_.size() && where_[slot] != kAbsent;
+  }
+  int64_t peek_victim() override {
+    const int64_t victim = no_future_.top(current());
+    if (victim >= 0) return victim;
+    if (heads_[kFar] >= 0) return heads_[kFar];
+    // The furthest round of the ring with a row.
+    for (int64_t round = now_ + kRing - 1; round >= now_; --round) {
+      const int bucket = int(round & (kRing - 1));
+      if (!(nonempty_[bucket >> 6] >> (bucket & 63) & 1)) {
+        // Skip the rest of an empty 64-bucket word at once.
+        if ((nonempty_[bucket >> 6] & ((uint64_t(2) << (bucket & 63)) - 1)) == 0) round -= (bucket & 63);
+        continue;
+      }
+      return heads_[bucket];
+    }
+    return heads_[kPast];
+  }
+  size_t size() const override { return live_count_; }
+  void prefetch(int64_t slot) const override {
+    if (static_cast<size_t>(slot) < where_.size()) __builtin_prefetch(&where_[slot]), __builtin_prefetch(&links_[slot]);
+  }
+  void set_now(int64_t round) override {
+    // Rows of rounds now left behind move to the past list (normally there are none).
+    for (int64_t r = now_; r < round && r < now_ + kRing; ++r) {
+      const int bucket = int(r & (kRing - 1));
+      while (heads_[bucket] >= 0) {
+        const int32_t slot = heads_[bucket];
+        unlink(slot);
+        link(slot, round - 1);
+      }
+    }
+    now_ = std::max(now_, round);
+  }
+
+ private:
+  static constexpr int64_t kRing = 256;
+  static constexpr int kFar = kRing, kPast = kRing + 1;  // extra lists after the ring's
+  static constexpr int64_t kAbsent = INT64_MIN, kNoFuture = INT64_MAX;
+  struct Links {
+    int32_t next = -1, prev = -1;
+  };
+
+  void grow(int64_t slot) {
+    if (static_cast<size_t>(slot) < where_.size()) return;
+    const size_t n = std::max<size_t>(slot + 1, where_.size() * 2);
+    where_.resize(n, kAbsent);
+    links_.resize(n);
     version_.resize(n, 0);
   }
-  if (!live_[slot]) {
-    live_[slot] = 1;
-    ++live_count_;
+  int list_of(int64_t round) const {
+    if (round >= now_ + kRing) return kFar;
+    if (round < now_) return kPast;
+    return int(round & (kRing - 1));
   }
-  heap_.push_back(Item{policy_.score(usage), slot, ++version_[slot]});
-  std::push_heap(heap_.begin(), heap_.end(), leaves_later);
-  if (heap_.size() > 2 * live_count_ + 4096) compact();
-}
-
-void EvictionQueue::erase(int64_t slot) {
-  if (!contains(slot)) return;
-  live_[slot] = 0;
-  ++version_[slot];
-  --live_count_;
-}
-
-int64_t EvictionQueue::peek_victim() {
-  while (!heap_.empty() && !is_current(heap_.front())) {
-    std::pop_heap(heap_.begin(), heap_.end(), leaves_later);
-    heap_.pop_back();
+  void link(int64_t slot, int64_t round) {
+    const int list = list_of(round);
+    where_[slot] = round;
+    links_[slot] = {heads_[list], -1};
+    if (heads_[list] >= 0) links_[heads_[list]].prev = int32_t(slot);
+    heads_[list] = int32_t(slot);
+    if (list < kRing) nonempty_[list >> 6] |= uint64_t(1) << (list & 63);
   }
-  return heap_.empty() ? -1 : heap_.front().slot;
-}
+  void unlink(int64_t slot) {
+    const int list = list_of(where_[slot]);
+    const Links l = links_[slot];
+    if (l.prev >= 0) {
+      links_[l.prev].next = l.next;
+    } else {
+      heads_[list] = l.next;
+    }
+    if (l.next >= 0) links_[l.next].prev = l.prev;
+    if (list < kRing && heads_[list] < 0) nonempty_[list >> 6] &= ~(uint64_t(1) << (list & 63));
+  }
+  void remove(int64_t slot) {
+    const int64_t at = where_[slot];
+    if (at == kAbsent) return;
+    --live_count_;
+    if (at == kNoFuture) {
+      ++version_[slot];  // its heap item is stale now
+      --no_future_count_;
+    } else {
+      unlink(slot);
+    }
+    where_[slot] = kAbsent;
+  }
 
-// Drops every stale item and rebuilds the heap in O(n).
-void EvictionQueue::compact() {
-  heap_.erase(std::remove_if(heap_.begin(), heap_.end(), [&](const Item& item) { return !is_current(item); }),
-              heap_.end());
-  std::make_heap(heap_.begin(), heap_.end(), leaves_later);
+  const EvictionPolicy& policy_;
+  ScoredHeap no_future_;
+  size_t no_future_count_ = 0;
+  std::vector<int64_t> where_;     // slot -> next use (its list), kNoFuture or kAbsent
+  std::vector<Links> links_;       // slot -> neighbours in its list
+  std::vector<uint64_t> version_;  // slot -> version of its no-future heap item
+  std::array<int32_t, kRing + 2> heads_;
+  uint64_t nonempty_[kRing / 64] = {};
+  size_t live_count_ = 0;
+  int64_t now_ = 0;
+};
+
+}  // namespace
+
+EvictionQueue::EvictionQueue(const EvictionPolicy& policy) {
+  if (std::string(policy.name()) == "lookahead") {
+    order_ = std::make_unique<LookaheadOrder>(policy);
+  } else {
+    order_ = std::make_unique<HeapOrder>(policy);
+  }
 }
+EvictionQueue::~EvictionQueue() = default;
+EvictionQueue::EvictionQueue(EvictionQueue&&) noexcept = default;
+EvictionQueue& EvictionQueue::operator=(EvictionQueue&&) noexcept = default;
+
+void EvictionQueue::update(int64_t slot, const RowUsage& usage) { order_->update(slot, usage); }
+void EvictionQueue::erase(int64_t slot) { order_->erase(slot); }
+bool EvictionQueue::contains(int64_t slot) const { return order_->contains(slot); }
+int64_t EvictionQueue::peek_victim() { return order_->peek_victim(); }
+size_t EvictionQueue::size() const { return order_->size(); }
+void EvictionQueue::prefetch(int64_t slot) const { order_->prefetch(slot); }
+void EvictionQueue::set_now(int64_t round) { order_->set_now(round); }
 
 }  // namespace strata::store

@@ -41,45 +41,41 @@ class EvictionPolicy {
 std::unique_ptr<EvictionPolicy> make_eviction_policy(const std::string& name, double decay = 0.99);
 const std::vector<std::string>& eviction_policy_names();
 
-// The evictable rows of one level, ordered by (policy score, slot). A binary
-// min-heap with lazy deletion: pinning or re-scoring a row only bumps the
-// slot's version (O(1)); stale heap items are dropped when they surface or when
-// the heap is compacted. Rows are pinned and unpinned once per use while only
-// misses evict, so this keeps a hit at O(1) and a miss at O(log n).
+// The evictable rows of one level, in the order the policy evicts them.
+//
+// lru, lfu, lfu_decay: by (policy score, slot), a binary min-heap with lazy
+// deletion: re-scoring or removing a row only bumps the slot's version (O(1));
+// stale heap items are dropped when they surface or when the heap is compacted.
+//
+// lookahead: rows with no known next use leave first, by (frequency, slot)
+// (a heap as above); then rows by their next use, furthest first, kept in one
+// list per round of the look-ahead ring (256 rounds), so re-scoring a row whose
+// next use moved is O(1). Rows with the same next use leave in any order: the
+// next use is what Belady's rule ranks by. set_now() tells it the round being
+// planned (the ring is read from there).
 class EvictionQueue {
  public:
-  explicit EvictionQueue(const EvictionPolicy& policy) : policy_(policy) {}
+  explicit EvictionQueue(const EvictionPolicy& policy);
+  ~EvictionQueue();
+  EvictionQueue(EvictionQueue&&) noexcept;
+  EvictionQueue& operator=(EvictionQueue&&) noexcept;
+
   // Adds or re-scores `slot`.
   void update(int64_t slot, const RowUsage& usage);
   void erase(int64_t slot);
-  bool contains(int64_t slot) const {
-    return slot >= 0 && static_cast<size_t>(slot) < live_.size() && live_[slot];
-  }
-  // The next victim (smallest score, then smallest slot), or -1 when nothing is evictable.
+  bool contains(int64_t slot) const;
+  // The next victim, or -1 when nothing is evictable.
   int64_t peek_victim();
-  size_t size() const { return live_count_; }
+  size_t size() const;
+  // Starts loading `slot`'s bookkeeping (an update or erase of it follows soon).
+  void prefetch(int64_t slot) const;
+  // The round being planned: next uses before it are past.
+  void set_now(int64_t round);
+
+  class Order;  // the implementations (eviction_policy.cpp)
 
  private:
-  struct Item {
-    EvictionPolicy::Score score;
-    int64_t slot;
-    uint64_t version;
-  };
-  // Heap order: a before b when a leaves first. std::*_heap build max-heaps, so
-  // the comparator says "a leaves later than b".
-  static bool leaves_later(const Item& a, const Item& b) {
-    if (b.score < a.score) return true;
-    if (a.score < b.score) return false;
-    return a.slot > b.slot;
-  }
-  bool is_current(const Item& item) const { return live_[item.slot] && version_[item.slot] == item.version; }
-  void compact();
-
-  const EvictionPolicy& policy_;
-  std::vector<Item> heap_;
-  std::vector<uint64_t> version_;  // slot -> version of its current heap item
-  std::vector<uint8_t> live_;      // slot -> evictable now
-  size_t live_count_ = 0;
+  std::unique_ptr<Order> order_;
 };
 
 }  // namespace strata::store

@@ -128,13 +128,15 @@ void L1Directory::evict_slot(int32_t victim_slot, StagingPlan& plan) {
 
 void L1Directory::plan(int64_t round, int depth, StagingPlan& plan) {
   plan.clear();
+  queue_.set_now(round);
   // Retire rounds before this one: their rows leave the window and the horizon.
   while (!rounds_.empty() && rounds_.front().round < round) {
     KnownRound& old = rounds_.front();
     const bool pinned = old.round <= pinned_through_;
     const auto& distinct = old.distinct;
     for (size_t i = 0; i < distinct.size(); ++i) {
-      if (i + kAhead < distinct.size()) prefetch_entry(distinct[i + kAhead]);
+      if (i + 2 * kAhead < distinct.size()) prefetch_entry(distinct[i + 2 * kAhead]);
+      if (i + kAhead < distinct.size()) prefetch_queue_of(distinct[i + kAhead]);
       Entry& e = entries_[distinct[i]];
       e.future.clear(old.round);
       if (pinned && --e.pins == 0) {
@@ -157,7 +159,8 @@ void L1Directory::plan(int64_t round, int depth, StagingPlan& plan) {
     if (known.round > round + depth) break;
     const auto& distinct = known.distinct;
     for (size_t i = 0; i < distinct.size(); ++i) {
-      if (i + kAhead < distinct.size()) prefetch_entry(distinct[i + kAhead]);
+      if (i + 2 * kAhead < distinct.size()) prefetch_entry(distinct[i + 2 * kAhead]);
+      if (i + kAhead < distinct.size()) prefetch_queue_of(distinct[i + kAhead]);
       Entry& e = entries_[distinct[i]];
       if (++e.pins != 1) continue;
       ++pinned_;

@@ -111,7 +111,7 @@ class L1Directory {
   size_t entries() const { return index_.size(); }
 
  private:
-  struct Entry {
+  struct alignas(32) Entry {  // 96 bytes: two cache lines at most
     RoundMask future;      // bit (r mod 256): the row is used in known round r
     int64_t listed = -1;   // last round whose requests listed it (de-duplication)
     int32_t pins = 0;      // window rounds that need the row
@@ -128,7 +128,15 @@ class L1Directory {
   int32_t entry_index(const RowId& id);  // creates the entry when absent
   void release_if_unused(int32_t index);
   void evict_slot(int32_t slot, StagingPlan& plan);
-  void prefetch_entry(int32_t index) const { __builtin_prefetch(&entries_[index]); }
+  void prefetch_entry(int32_t index) const {
+    const char* at = reinterpret_cast<const char*>(&entries_[index]);
+    __builtin_prefetch(at);
+    __builtin_prefetch(at + 64);
+  }
+  // The queue's state of an entry's slot (the entry itself was prefetched earlier).
+  void prefetch_queue_of(int32_t index) const {
+    if (entries_[index].slot >= 0) queue_.prefetch(entries_[index].slot);
+  }
 
   int owner_;
   int64_t capacity_;

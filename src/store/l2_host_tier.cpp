@@ -101,8 +101,9 @@ void L2HostTier::make_room(RowBlock& spill) {
   }
 }
 
-void L2HostTier::read(const std::vector<RowId>& ids, int64_t /*round*/, float* values, uint8_t* dirty) {
+void L2HostTier::read(const std::vector<RowId>& ids, int64_t round, float* values, uint8_t* dirty) {
   std::fill(dirty, dirty + ids.size(), uint8_t{0});
+  queue_.set_now(round);
   if (!cache_) {
     counters_.fallback_rows += ids.size();
     counters_.misses += ids.size();

@@ -1,12 +1,16 @@
 // RowMap<V>: a flat hash map from RowId to a small value, for the caches' hot
 // paths (a node-based std::unordered_map costs one allocation per row and a
 // pointer chase per lookup). Open addressing with linear probing at load <= 1/2;
-// erase shifts the following entries back, so there are no tombstones.
+// erase shifts the following entries back, so there are no tombstones. A slot
+// is the key, the table and the value (16 bytes for a 32-bit value): the table
+// id UINT32_MAX marks an empty slot, so it may not be used as a table.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "common/error.hpp"
 #include "store/row_key.hpp"
 
 namespace strata::store {
@@ -23,8 +27,8 @@ class RowMap {
   V* find(const RowId& id) {
     for (size_t b = bucket_of(id);; b = (b + 1) & mask_) {
       Slot& s = slots_[b];
-      if (!s.used) return nullptr;
-      if (s.id == id) return &s.value;
+      if (s.table == kEmpty) return nullptr;
+      if (s.key == id.key && s.table == id.table) return &s.value;
     }
   }
   const V* find(const RowId& id) const { return const_cast<RowMap*>(this)->find(id); }
@@ -38,13 +42,14 @@ class RowMap {
     size_t b = bucket_of(id);
     for (;; b = (b + 1) & mask_) {
       Slot& s = slots_[b];
-      if (!s.used) break;
-      if (s.id == id) {
+      if (s.table == kEmpty) break;
+      if (s.key == id.key && s.table == id.table) {
         if (inserted) *inserted = false;
         return s.value;
       }
     }
-    slots_[b] = Slot{id, initial, true};
+    if (id.table == kEmpty) throw_reserved_table();
+    slots_[b] = Slot{id.key, id.table, initial};
     ++size_;
     if (inserted) *inserted = true;
     return slots_[b].value;
@@ -55,27 +60,27 @@ class RowMap {
   bool erase(const RowId& id) {
     size_t b = bucket_of(id);
     for (;; b = (b + 1) & mask_) {
-      if (!slots_[b].used) return false;
-      if (slots_[b].id == id) break;
+      if (slots_[b].table == kEmpty) return false;
+      if (slots_[b].key == id.key && slots_[b].table == id.table) break;
     }
     // Backward-shift: move later entries of the probe run into the hole when
     // the hole lies between their home bucket and where they sit.
     size_t hole = b;
-    for (size_t next = (hole + 1) & mask_; slots_[next].used; next = (next + 1) & mask_) {
-      const size_t home = bucket_of(slots_[next].id);
+    for (size_t next = (hole + 1) & mask_; slots_[next].table != kEmpty; next = (next + 1) & mask_) {
+      const size_t home = bucket_of(slots_[next].key, slots_[next].table);
       const bool movable = hole <= next ? (home <= hole || home > next) : (home <= hole && home > next);
       if (movable) {
         slots_[hole] = slots_[next];
         hole = next;
       }
     }
-    slots_[hole].used = false;
+    slots_[hole].table = kEmpty;
     --size_;
     return true;
   }
 
   void clear() {
-    for (auto& s : slots_) s.used = false;
+    for (auto& s : slots_) s.table = kEmpty;
     size_ = 0;
   }
 
@@ -83,23 +88,28 @@ class RowMap {
   template <class F>
   void for_each(F&& f) const {
     for (const Slot& s : slots_) {
-      if (s.used) f(s.id, s.value);
+      if (s.table != kEmpty) f(RowId{s.table, s.key}, s.value);
     }
   }
 
  private:
+  static constexpr uint32_t kEmpty = UINT32_MAX;
   struct Slot {
-    RowId id;
+    uint64_t key = 0;
+    uint32_t table = kEmpty;
     V value{};
-    bool used = false;
   };
+  [[noreturn]] static void throw_reserved_table();
 
   static size_t capacity_for(size_t n) {
     size_t c = 16;
     while (c < n * 2) c *= 2;
     return c;
   }
-  size_t bucket_of(const RowId& id) const { return static_cast<size_t>(mix64(id.key, id.table ^ 0x5bd1e995u)) & mask_; }
+  size_t bucket_of(uint64_t key, uint32_t table) const {
+    return static_cast<size_t>(mix64(key ^ (uint64_t(table) * 0x9e3779b97f4a7c15ULL))) & mask_;
+  }
+  size_t bucket_of(const RowId& id) const { return bucket_of(id.key, id.table); }
 
   void rehash(size_t capacity) {
     std::vector<Slot> old = std::move(slots_);
@@ -107,7 +117,7 @@ class RowMap {
     mask_ = capacity - 1;
     size_ = 0;
     for (const Slot& s : old) {
-      if (s.used) insert(s.id, s.value);
+      if (s.table != kEmpty) insert(RowId{s.table, s.key}, s.value);
     }
   }
 
@@ -115,5 +125,10 @@ class RowMap {
   size_t mask_ = 0;
   size_t size_ = 0;
 };
+
+template <class V>
+void RowMap<V>::throw_reserved_table() {
+  throw Error("table id " + std::to_string(UINT32_MAX) + " is reserved", "use fewer tables");
+}
 
 }  // namespace strata::store
