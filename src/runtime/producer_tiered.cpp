@@ -66,7 +66,7 @@ void Producer::stream_tiered_rounds() {
     if (options_.store.fault_staging_delay_ms > 0) {
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(options_.store.fault_staging_delay_ms));
     }
-    staging_->note_lateness(front.number);
+    staging_->note_lateness();
     const std::string decision = staging_->run_controller(front.number);
     if (!decision.empty()) spdlog::info("autotune: {}", decision);
     for (size_t i = 0; i < queues_.size(); ++i) {

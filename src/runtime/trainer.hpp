@@ -37,7 +37,7 @@ class Trainer {
 
   // trainer_role.cpp: the loop.
   bool receive_batch(data::Batch& batch);
-  void stage_attachment(const std::vector<char>& message);
+  void stage_attachment(const std::vector<char>& message, double batch_wait_s);
   void train_epoch(int64_t planned);
   void train_step(const data::Batch& batch);
   void end_phase(bool final);

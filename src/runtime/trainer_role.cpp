@@ -132,14 +132,14 @@ bool Trainer::receive_batch(data::Batch& batch) {
     return false;
   }
   decode_batch_message(message_, batch);
-  stage_attachment(message_);
+  stage_attachment(message_, waited);
   return true;
 }
 
 // A tiered batch carries its round's staging plan: apply it before the step.
-void Trainer::stage_attachment(const std::vector<char>& message) {
+void Trainer::stage_attachment(const std::vector<char>& message, double batch_wait_s) {
   auto [bytes, size] = batch_message_attachment(message);
-  if (size > 0) store_->stage(bytes, size);
+  if (size > 0) store_->stage(bytes, size, batch_wait_s);
 }
 
 void Trainer::train_epoch(int64_t planned) {
@@ -210,7 +210,7 @@ void Trainer::end_phase(bool final) {
   while (!phase_ended_) {
     comm::receive_bytes(MPI_COMM_WORLD, producer_rank_, comm::kTagBatch, drained);
     phase_ended_ = message_kind(drained) == BatchMessageKind::kEndOfPhase;
-    if (!phase_ended_) stage_attachment(drained);  // keeps L1 what its producer believes
+    if (!phase_ended_) stage_attachment(drained, 0);  // keeps L1 what its producer believes
   }
 }
 

@@ -50,7 +50,9 @@ class L1DeviceTier {
 
  private:
   enum : uint8_t { kEmpty = 0, kClean = 1, kDirty = 2 };
-  uint8_t state_of(int32_t slot) const { return static_cast<size_t>(slot) < state_.size() ? state_[slot] : kEmpty; }
+  uint8_t state_of(int32_t slot) const {
+    return static_cast<size_t>(slot) < state_.size() ? state_[slot] : uint8_t{kEmpty};
+  }
   float* row(int32_t slot) { return arena_.get() + static_cast<size_t>(slot) * width_; }
   [[noreturn]] void bad_slot(int32_t slot, const char* what) const;
 

@@ -38,7 +38,7 @@ class ParameterStore {
 
   // The staging plan that came with the next batch (tiered mode); applied in
   // arrival order, before the step of that batch runs.
-  virtual void stage(const char* /*staging*/, size_t /*bytes*/) {}
+  virtual void stage(const char* /*staging*/, size_t /*bytes*/, double /*batch_wait_s*/) {}
   // rows[t] <- (U_t, dim) current values of batch.tables[t].unique_keys.
   // Training pulls create missing rows; evaluation pulls never store anything.
   virtual void pull(const data::Batch& batch, std::vector<std::vector<float>>& rows, bool for_training) = 0;

@@ -37,7 +37,6 @@ ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vect
       policy_(make_eviction_policy(options.store.policy, options.store.decay)),
       evicted_(owners_.size()),
       flushed_(owners_.size(), false),
-      started_(owners_.size(), -1),
       fallback_late_rounds_(options.store.fallback_late_rounds),
       checkpoint_flushed_(owners_.size(), false),
       trainers_(options.layout.trainers),
@@ -141,7 +140,7 @@ void ProducerStaging::apply_arrived() {
       if (header.kind == WriteBackKind::kCheckpoint) checkpoint_flushed_[arrived.owner_index] = true;
       continue;
     }
-    started_[arrived.owner_index] = std::max(started_[arrived.owner_index], header.round);
+    note_report(header);
     auto& queue = evicted_[arrived.owner_index];
     if (queue.empty() || queue.front().round != header.round) {
       throw Error("write-back of round " + std::to_string(header.round) + " from trainer " +
@@ -256,18 +255,24 @@ void ProducerStaging::fill_stats(double* st) const {
   st[kStatStagingCpuS] = counters_.staging_cpu_s;
 }
 
-bool ProducerStaging::note_lateness(int64_t round) {
+void ProducerStaging::note_lateness() {
   poll();
   apply_arrived();
-  bool late = false;
-  for (int64_t started : started_) late = late || (started >= 0 && started >= round - 1);
-  if (late) {
-    ++counters_.late_rounds;
-    ++late_run_;
-  } else {
-    late_run_ = 0;
+}
+
+// One trainer's report of one round. A round reported late by several
+// trainers counts once; a round skipped ends the run of late rounds, and so
+// does an on-time report past the round after the newest late one (another
+// trainer may still report that next round late).
+void ProducerStaging::note_report(const WriteBackHeader& header) {
+  if (header.batch_wait_s <= kLateWaitSeconds) {
+    if (header.round > newest_late_round_ + 1) late_run_ = 0;
+    return;
   }
-  return late;
+  if (header.round <= newest_late_round_) return;
+  late_run_ = header.round == newest_late_round_ + 1 ? late_run_ + 1 : 1;
+  newest_late_round_ = header.round;
+  ++counters_.late_rounds;
 }
 
 void ProducerStaging::append_switch(int64_t round, std::vector<char>& out) const {

@@ -17,6 +17,7 @@
 #include "model/optimizers.hpp"
 #include "store/eviction_policy.hpp"
 #include "store/l1_directory.hpp"
+#include "store/tiered_protocol.hpp"
 #include "store/l2_host_tier.hpp"
 #include "store/access_trace.hpp"
 #include "store/online_controller.hpp"
@@ -68,10 +69,11 @@ class ProducerStaging {
   // the servers.
   void finish_training();
 
-  // Called once per round before it is staged: was the round late, i.e. had
-  // some trainer already started the previous round, so that nothing was
-  // queued behind its current step? Counts consecutive late rounds.
-  bool note_lateness(int64_t round);
+  // Called once per round before it is staged: collects the trainers'
+  // reports. A round is late when one of its trainers waited longer than
+  // kLateWaitSeconds for its batch (the trainer says so in the round's
+  // write-back); counts late rounds and the newest run of consecutive ones.
+  void note_lateness();
   // store.fallback_late_rounds consecutive late rounds: time to fall back to Scheme A.
   bool wants_fallback() const { return fallback_late_rounds_ > 0 && late_run_ >= fallback_late_rounds_; }
   // Appends a staging message for `round` that switches its owner to Scheme A.
@@ -99,6 +101,7 @@ class ProducerStaging {
     std::vector<int64_t> next_use;  // when evicted; INT64_MAX: ask the directory when the row arrives
   };
   void apply_arrived();
+  void note_report(const WriteBackHeader& header);
   void fill_stats(double* stats) const;
   // The L1 directory of the owner of `id` (one of this producer's trainers).
   const L1Directory& directory_of(const RowId& id) const {
@@ -130,7 +133,7 @@ class ProducerStaging {
   std::vector<std::deque<Evicted>> evicted_;
   RowMap<int> pending_;  // evicted, write-back not yet applied
   std::vector<bool> flushed_;
-  std::vector<int64_t> started_;  // per owner: newest round whose plan it applied (from its write-backs)
+  int64_t newest_late_round_ = -1;  // newest round a trainer reported late
   int fallback_late_rounds_ = 0;
   int64_t late_run_ = 0;          // consecutive late rounds
   std::vector<bool> checkpoint_flushed_;  // per owner: its checkpoint write-back was applied

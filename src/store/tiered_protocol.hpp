@@ -17,7 +17,14 @@ enum class WriteBackKind : uint32_t {
 struct WriteBackHeader {
   WriteBackKind kind;
   int64_t round;
+  // kRound: how long the trainer waited for this round's batch. The producer
+  // counts a round late when a trainer waited longer than kLateWaitSeconds.
+  double batch_wait_s = 0;
 };
+
+// A trainer that waited longer than this for a round's batch had run dry:
+// staging (or the sample stream) was not ahead of it.
+constexpr double kLateWaitSeconds = 1e-3;
 
 // Producer -> server requests (tag kTagProducerRequest), served as they arrive.
 enum class ProducerOp : uint32_t {

@@ -31,7 +31,7 @@ TieredStore::TieredStore(MPI_Comm world, MPI_Comm trainers, int producer_rank, s
   receive_bytes_.resize(trainers_);
 }
 
-void TieredStore::stage(const char* staging, size_t bytes) {
+void TieredStore::stage(const char* staging, size_t bytes, double batch_wait_s) {
   const StagingView message = read_staging(staging, bytes);
   std::copy(message.stats, message.stats + kProducerStats, producer_stats_);
   if (reports_producer_ && !message.note.empty()) notes_.push_back(message.note);
@@ -65,7 +65,7 @@ void TieredStore::stage(const char* staging, size_t bytes) {
   // waiting: the producer collects write-backs inside all its waits.
   std::vector<char> buffer;
   comm::ByteWriter writer(buffer);
-  writer.put(WriteBackHeader{WriteBackKind::kRound, message.round});
+  writer.put(WriteBackHeader{WriteBackKind::kRound, message.round, batch_wait_s});
   append_row_block(write_back_, buffer);
   send_write_back(std::move(buffer));
 }

@@ -37,7 +37,7 @@ class TieredStore : public ParameterStore {
               std::unique_ptr<model::SparseOptimizer> optimizer, bool reports_producer);
 
   const char* mode() const override { return "tiered"; }
-  void stage(const char* staging, size_t bytes) override;
+  void stage(const char* staging, size_t bytes, double batch_wait_s) override;
   void pull(const data::Batch& batch, std::vector<std::vector<float>>& rows, bool for_training) override;
   void push(const data::Batch& batch, const std::vector<std::vector<float>>& grads) override;
   void flush() override;
