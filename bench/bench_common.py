@@ -16,6 +16,24 @@ def mpirun(ranks):
     return cmd + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
 
 
+def dlrm_deck(mode, trainers, batch, steps, out_dir, vocab=100000, zipf=1.05, data=""):
+    """strata's options for the DLRM of bench_dlrm.py (13-64-16 bottom, 26 tables x
+    dim 16, 367-64-32-1 top, Adam 1e-3 dense, Adagrad 0.05 sparse; Zipf `zipf` keys
+    over `vocab` rows per table, or Criteo TSV `data`) with global batch `batch`
+    split over `trainers`, 1 producer and 1 server; after inputs/default.ini."""
+    deck = ["--config", os.path.join(ROOT, "inputs", "default.ini"),
+            f"--store.mode={mode}", f"--layout.trainers={trainers}", "--layout.producers=1", "--layout.servers=1",
+            f"--train.batch_size={batch // trainers}", f"--train.steps={steps}",
+            "--train.eval=false", f"--output.dir={out_dir}", "--output.progress_every=1000000",
+            "--model.embedding_dim=16", "--model.bottom_mlp=64,16", "--model.top_mlp=64,32",
+            "--optim.dense=adam", "--optim.dense_lr=0.001", "--optim.sparse=adagrad", "--optim.sparse_lr=0.05"]
+    if data:
+        return deck + ["--data.source=criteo", f"--data.train={data}"]
+    return deck + ["--data.source=synthetic", f"--data.vocab_sizes={vocab}", f"--data.zipf_exponent={zipf}",
+                   "--data.num_tables=26", "--data.num_dense=13",
+                   f"--data.synthetic_train_samples={max(1 << 20, steps * batch)}"]
+
+
 def collect_ratios(output, ratios, suffix="", indent="   "):
     """Prints a program's output indented, except its `ratio NAME: VALUE` lines,
     which are appended to `ratios` as (NAME + suffix, VALUE) for the caller to print last."""

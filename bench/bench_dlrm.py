@@ -1,26 +1,38 @@
 #!/usr/bin/python3
-"""DLRM training throughput: strata against PyTorch on the same work and the same cores.
+"""DLRM training throughput: strata against PyTorch peers on the same work and the same cores.
 
 Same model (13-64-16 bottom, 26 tables x dim 16, dot interaction, 367-64-32-1 top),
 same optimizers (Adam 1e-3 dense, Adagrad 0.05 sparse), same data shape (Zipf 1.05
 keys over 100000 rows per table, one key per bag), same global batch, 2 cores:
   strata  1t+1p+1s: 3 ranks, 1 trainer with the whole global batch
   strata  2t+1p+1s: 4 ranks on 2 cores, batch_size = global / 2 per trainer
-  pytorch          : bench/dlrm_pytorch.py, nn.EmbeddingBag(sparse=True) + Adagrad,
-                     nn.Linear + Adam, torch.bmm interaction, in three thread setups:
-                     torch 2 threads + OpenBLAS 1, torch 2 + OpenBLAS 2, torch 1 + OpenBLAS 1
-Every rank and PyTorch use the same OpenBLAS; strata's ranks get 1 BLAS thread each.
+          both with --store.mode=--strata-mode (tiered, strata's default, or ps)
+  fbgemm          : bench/dlrm_fbgemm.py on torch 2.14.1 + fbgemm-gpu-cpu 1.9.0 (the
+                    venv of bench/fbgemm_venv.sh, made here when missing): the 26
+                    tables as one FBGEMM table-batched embedding on the host with
+                    exact Adagrad fused into its backward (as TorchRec runs them),
+                    nn.Linear + fused Adam, torch 2 + MKL threads 2 and 1
+  pytorch-1.13    : bench/dlrm_pytorch.py on Debian's torch 1.13, nn.EmbeddingBag(sparse=True)
+                    + Adagrad, nn.Linear + Adam, torch.bmm interaction, in three thread
+                    setups: torch 2 threads + OpenBLAS 1, torch 2 + OpenBLAS 2, torch 1 + OpenBLAS 1
+strata's ranks and torch 1.13 use the same OpenBLAS, strata's ranks 1 BLAS thread each;
+torch 2.14 (the fbgemm peer) calls its own MKL.
 Each side's figure is its best configuration; every configuration is printed.
-Each run is sized to take about --seconds of training (one short probe run sizes
-it); the best of --repeats runs counts, for both sides alike. strata's figure is
-its summary.json samples_per_s (the whole training loop, first steps included);
-PyTorch's excludes its warm-up steps.
+Each run is sized to take about --seconds of training (one short probe run per
+configuration sizes it); then --repeats rounds, each running every configuration
+once, in turn, so that a slow spell of the machine hits all sides alike; the
+MEDIAN of a configuration's repeats counts. strata's figure is its summary.json
+samples_per_s (the whole training loop, first steps included); the PyTorch peers'
+exclude their warm-up steps. Each run's CPU time (its processes' rusage: start-up
+and data set-up included) is also reported, in microseconds per trained sample.
 
 The cores must be otherwise idle: before every run the script waits (up to
 --quiet-wait s) until other processes use less than --quiet-cores cores, and
-prints the load it found. The last lines are the ratios:
-  ratio strata/pytorch @256: X.XX
-Run: /usr/bin/python3 bench/bench_dlrm.py [--build-dir build] [--json out.json]
+prints the load it found. The last lines are the ratios of the best strata
+configuration to the best of each peer:
+  ratio strata/fbgemm @256: X.XX
+  ratio strata/pytorch-1.13 @256: X.XX
+Run: /usr/bin/python3 bench/bench_dlrm.py [--build-dir build] [--strata-mode tiered|ps] [--json out.json]
 """
 import argparse
 import hashlib
@@ -28,16 +40,18 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import mpirun  # noqa: E402
+from bench_common import dlrm_deck, mpirun  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch; not the python3 on PATH
+PEER_SIDES = ("fbgemm", "pytorch-1.13")  # the ratio lines, in this order
 
 
 def parse_args():
@@ -47,10 +61,17 @@ def parse_args():
                    "it is copied first, so that a rebuild during the benchmark does not mix binaries")
     p.add_argument("--batches", default="256,1024", help="global batch sizes")
     p.add_argument("--seconds", type=float, default=15.0, help="target training time of each run")
-    p.add_argument("--repeats", type=int, default=3, help="runs per configuration; the best counts")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="rounds of runs, each running every configuration once; the median counts")
     p.add_argument("--retries", type=int, default=3,
                    help="reruns of a run during which other processes used more than --quiet-cores")
     p.add_argument("--cores", type=int, default=2, help="cores both sides get (PyTorch threads)")
+    p.add_argument("--strata-mode", choices=["tiered", "ps"], default="tiered",
+                   help="strata's --store.mode: tiered (its default, Scheme B) or ps (Scheme A)")
+    p.add_argument("--fbgemm-python", default="",
+                   help="python of the FBGEMM peer (default: BUILD_DIR/bench/venv-fbgemm, "
+                        "made by bench/fbgemm_venv.sh when missing)")
+    p.add_argument("--skip-fbgemm", action="store_true", help="leave the FBGEMM peer out")
     p.add_argument("--vocab", type=int, default=100000)
     p.add_argument("--zipf", type=float, default=1.05)
     p.add_argument("--data", default="", help="Criteo TSV for both sides instead of synthetic data")
@@ -104,6 +125,7 @@ class Interference:
         wall = max(time.monotonic() - self.t0, 1e-9)
         own = children_seconds() - self.own0
         self.others_cores = max(0.0, (busy1 - self.busy0 - own) / wall)
+        self.own_seconds = own
         self.own_cores = own / wall
         self.steal_cores = (steal1 - self.steal0) / wall
         return False
@@ -122,6 +144,8 @@ def wait_quiet(args):
 
 
 class Strata:
+    side = "strata"
+
     def __init__(self, args, trainers):
         self.args, self.trainers = args, trainers
         self.name = f"strata {trainers}t+1p+1s"
@@ -131,20 +155,11 @@ class Strata:
     def command(self, batch, steps, out_dir):
         ranks = self.trainers + 2
         launcher = mpirun(ranks)
-        # Scheme A: on one machine with no network cost it is strata's fastest
-        # store; the tiered store's benchmarks are in bench/tiered/.
-        deck = ["--store.mode=ps", f"--layout.trainers={self.trainers}", "--layout.producers=1", "--layout.servers=1",
-                f"--train.batch_size={batch // self.trainers}", f"--train.steps={steps}",
-                "--train.eval=false", f"--output.dir={out_dir}", "--output.progress_every=1000000",
-                "--model.embedding_dim=16", "--model.bottom_mlp=64,16", "--model.top_mlp=64,32",
-                "--optim.dense=adam", "--optim.dense_lr=0.001", "--optim.sparse=adagrad", "--optim.sparse_lr=0.05"]
-        if self.args.data:
-            deck += ["--data.source=criteo", f"--data.train={self.args.data}"]
-        else:
-            deck += ["--data.source=synthetic", f"--data.vocab_sizes={self.args.vocab}",
-                     f"--data.zipf_exponent={self.args.zipf}", "--data.num_tables=26", "--data.num_dense=13",
-                     f"--data.synthetic_train_samples={max(1 << 20, steps * batch)}"]
-        return launcher + [str(self.bin), "train", "--config", str(REPO / "inputs/default.ini")] + deck
+        # tiered (Scheme B) is strata's default store, ps (Scheme A) the other;
+        # the tiered store's own benchmarks are in bench/tiered/.
+        deck = dlrm_deck(self.args.strata_mode, self.trainers, batch, steps, out_dir, self.args.vocab,
+                         self.args.zipf, self.args.data)
+        return launcher + [str(self.bin), "train"] + deck
 
     def run(self, batch, steps):
         out_dir = self.run_root / f"t{self.trainers}_b{batch}_s{steps}"
@@ -166,9 +181,11 @@ class Strata:
 
 
 class PyTorch:
+    side = "pytorch-1.13"
+
     def __init__(self, args, threads, blas_threads):
         self.args, self.threads, self.blas_threads = args, threads, blas_threads
-        self.name = f"pytorch {threads}thr blas{blas_threads}"
+        self.name = f"pytorch-1.13 {threads}thr blas{blas_threads}"
 
     def command(self, batch, steps):
         cmd = [PYTHON, str(REPO / "bench/dlrm_pytorch.py"), f"--batch={batch}", f"--steps={steps}",
@@ -191,6 +208,51 @@ class PyTorch:
         return r
 
 
+class FBGEMM:
+    """bench/dlrm_fbgemm.py with the python of its venv; its defaults are its fastest
+    settings measured (fused Adam, no bounds check, index_select interaction gather)."""
+    side = "fbgemm"
+
+    def __init__(self, args, threads):
+        self.args, self.threads = args, threads
+        self.name = f"fbgemm {threads}thr"
+
+    def command(self, batch, steps):
+        cmd = [str(self.args.fbgemm_python), str(REPO / "bench/dlrm_fbgemm.py"), f"--batch={batch}",
+               f"--steps={steps}", f"--threads={self.threads}", f"--vocab={self.args.vocab}",
+               f"--zipf={self.args.zipf}"]
+        if self.args.data:
+            cmd.append(f"--data={self.args.data}")
+        return cmd
+
+    def run(self, batch, steps):
+        cmd = self.command(batch, steps)
+        env = dict(os.environ, OMP_NUM_THREADS=str(self.threads), MKL_NUM_THREADS=str(self.threads))
+        with Interference() as seen:
+            proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{self.name} failed ({proc.returncode}):\n{' '.join(cmd)}\n{proc.stderr[-3000:]}")
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        r["command"] = " ".join(cmd)
+        r["seen"] = seen
+        return r
+
+
+def fbgemm_python(args, build):
+    """The FBGEMM peer's interpreter: --fbgemm-python, or the venv of
+    bench/fbgemm_venv.sh under the build folder, which that script makes when it is
+    missing (a few minutes, ~5.5 GB from PyPI) and otherwise only checks."""
+    if args.fbgemm_python:
+        return Path(args.fbgemm_python)
+    env = dict(os.environ, FBGEMM_VENV=str(build / "bench" / "venv-fbgemm"))
+    proc = subprocess.run(["bash", str(REPO / "bench/fbgemm_venv.sh")], cwd=REPO, env=env,
+                          stdout=subprocess.PIPE, text=True)  # its progress goes to our stderr
+    if proc.returncode != 0 or not proc.stdout.strip():
+        sys.exit("bench_dlrm: bench/fbgemm_venv.sh failed (see above); --fbgemm-python PY names another "
+                 "interpreter with torch 2.14 + fbgemm-gpu-cpu, --skip-fbgemm leaves the peer out")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
 def clean_run(peer, batch, steps, args):
     """One run, rerun (up to args.retries times) while other processes disturbed it."""
     for attempt in range(args.retries + 1):
@@ -198,7 +260,9 @@ def clean_run(peer, batch, steps, args):
         r = peer.run(batch, steps)
         seen = r.pop("seen")
         r.update(others_cores=round(seen.others_cores, 2), own_cores=round(seen.own_cores, 2),
-                 steal_cores=round(seen.steal_cores, 2), disturbed=seen.others_cores > args.quiet_cores)
+                 steal_cores=round(seen.steal_cores, 2), disturbed=seen.others_cores > args.quiet_cores,
+                 cpu_seconds=round(seen.own_seconds, 3),
+                 cpu_us_per_sample=round(1e6 * seen.own_seconds / max(r["samples"], 1), 2))
         if not r["disturbed"]:
             return r
         print(f"  ({peer.name} @{batch}: others used {seen.others_cores:.2f} cores during the run: "
@@ -207,22 +271,40 @@ def clean_run(peer, batch, steps, args):
     return r
 
 
-def measure(peer, batch, args):
-    """A probe sizes the run to ~args.seconds; then the best of args.repeats runs."""
+def run_steps(peer, batch, args):
+    """A probe run sizes a configuration's runs to ~args.seconds of training."""
     probe_steps = max(20, 60000 // batch)
     probe = clean_run(peer, batch, probe_steps, args)
-    steps = max(probe_steps, int(args.seconds * probe["samples_per_s"] / batch))
-    best, runs = None, []
-    for _ in range(args.repeats):
-        r = clean_run(peer, batch, steps, args)
-        runs.append(r)
-        flag = "  DISTURBED" if r["disturbed"] else ""
-        print(f"  {peer.name:<20} global batch {batch:5d}: {r['samples_per_s']:10.0f} samples/s "
-              f"({r['steps']} steps, {r['train_seconds']:.1f} s; used {r['own_cores']:.2f} cores, "
-              f"others {r['others_cores']:.2f}){flag}", flush=True)
-        if best is None or (best["disturbed"], -best["samples_per_s"]) > (r["disturbed"], -r["samples_per_s"]):
-            best = r
-    return dict(best, all_samples_per_s=[x["samples_per_s"] for x in runs])
+    return max(probe_steps, int(args.seconds * probe["samples_per_s"] / batch))
+
+
+def measure_all(peers, batch, args):
+    """Every configuration's median of args.repeats runs; each round runs every
+    configuration once, in turn, so that a slow spell of the machine is shared."""
+    steps = {p.name: run_steps(p, batch, args) for p in peers}
+    runs = {p.name: [] for p in peers}
+    for rnd in range(args.repeats):
+        for peer in peers:
+            r = clean_run(peer, batch, steps[peer.name], args)
+            runs[peer.name].append(r)
+            flag = "  DISTURBED" if r["disturbed"] else ""
+            print(f"  [{rnd + 1}/{args.repeats}] {peer.name:<24} global batch {batch:5d}: "
+                  f"{r['samples_per_s']:10.0f} samples/s ({r['steps']} steps, {r['train_seconds']:.1f} s; "
+                  f"CPU {r['cpu_seconds']:.1f} s = {r['cpu_us_per_sample']:.1f} us/sample, "
+                  f"{r['own_cores']:.2f} cores; others {r['others_cores']:.2f}){flag}", flush=True)
+    return {name: summarize(rs) for name, rs in runs.items()}
+
+
+def summarize(runs):
+    """The median of the undisturbed runs (of all, marked disturbed, when none was);
+    the run nearest it stands for the configuration's other fields."""
+    clean = [r for r in runs if not r["disturbed"]] or runs
+    median = statistics.median(r["samples_per_s"] for r in clean)
+    rep = min(clean, key=lambda r: abs(r["samples_per_s"] - median))
+    return dict(rep, samples_per_s=median, disturbed=rep["disturbed"],
+                cpu_us_per_sample=statistics.median(r["cpu_us_per_sample"] for r in clean),
+                all_samples_per_s=[r["samples_per_s"] for r in runs],
+                all_cpu_us_per_sample=[r["cpu_us_per_sample"] for r in runs])
 
 
 def same_blas_kernels(build):
@@ -265,28 +347,46 @@ def main():
     print(f"# strata binary {source} (built {built}, sha256 {digest}), run from a copy", flush=True)
     print(f"# OpenBLAS kernels for every peer: {same_blas_kernels(build)}", flush=True)
     strata = [Strata(args, 1), Strata(args, 2)]
+    fbgemm = []
+    if not args.skip_fbgemm:
+        args.fbgemm_python = fbgemm_python(args, build)
+        print(f"# fbgemm peer: {args.fbgemm_python}", flush=True)
+        fbgemm = [FBGEMM(args, args.cores), FBGEMM(args, 1)]
     pytorch = [PyTorch(args, args.cores, 1), PyTorch(args, args.cores, args.cores), PyTorch(args, 1, 1)]
-    peers = strata + pytorch
-    print(f"# DLRM throughput, {args.cores} cores, data {args.data or f'synthetic zipf {args.zipf} vocab {args.vocab}'}, "
-          f"~{args.seconds:.0f} s per run, best of {args.repeats}", flush=True)
+    peers = strata + fbgemm + pytorch
+    sides = {"strata": strata, "fbgemm": fbgemm, "pytorch-1.13": pytorch}
+    print(f"# DLRM throughput, {args.cores} cores, strata --store.mode={args.strata_mode}, data "
+          f"{args.data or f'synthetic zipf {args.zipf} vocab {args.vocab}'}, ~{args.seconds:.0f} s per run, "
+          f"median of {args.repeats} rounds (each runs every configuration once)", flush=True)
     results = {}
     for batch in batches:
-        for peer in peers:
-            results[(peer.name, batch)] = measure(peer, batch, args)
+        for name, r in measure_all(peers, batch, args).items():
+            results[(name, batch)] = r
 
-    def cell(r):  # best, the spread of the repeats, * when no undisturbed run was had
+    def cell(r):  # median, the spread of the repeats, * when no undisturbed run was had
         runs = r["all_samples_per_s"]
         return f"{r['samples_per_s']:.0f}{'*' if r['disturbed'] else ''} ({min(runs):.0f}-{max(runs):.0f})"
 
-    print("\nsamples/s, best of the repeats (their range); * = disturbed by other processes")
-    print("| global batch | " + " | ".join(p.name for p in peers) + " | best strata / best pytorch |")
-    print("|---:|" + "---:|" * (len(peers) + 1))
-    ratios = {}
+    def best(side, batch):
+        return max(results[(p.name, batch)]["samples_per_s"] for p in sides[side])
+
+    compared = [side for side in PEER_SIDES if sides[side]]
+    ratios = {side: {b: best("strata", b) / best(side, b) for b in batches} for side in compared}
+    print(f"\nsamples/s, median of the repeats (their range); * = disturbed by other processes; "
+          f"strata --store.mode={args.strata_mode}")
+    print("| global batch | " + " | ".join(p.name for p in peers) + " | "
+          + " | ".join(f"best strata / best {side}" for side in compared) + " |")
+    print("|---:|" + "---:|" * (len(peers) + len(compared)))
     for batch in batches:
-        best = lambda side: max(results[(p.name, batch)]["samples_per_s"] for p in side)  # noqa: E731
-        ratios[batch] = best(strata) / best(pytorch)
         cells = " | ".join(cell(results[(p.name, batch)]) for p in peers)
-        print(f"| {batch} | {cells} | {ratios[batch]:.2f} |")
+        print(f"| {batch} | {cells} | " + " | ".join(f"{ratios[side][batch]:.2f}" for side in compared) + " |")
+    print("\nCPU microseconds per trained sample, median of the repeats (whole processes: start-up and "
+          "data set-up included)")
+    print("| global batch | " + " | ".join(p.name for p in peers) + " |")
+    print("|---:|" + "---:|" * len(peers))
+    for batch in batches:
+        print(f"| {batch} | " + " | ".join(f"{results[(p.name, batch)]['cpu_us_per_sample']:.1f}" for p in peers)
+              + " |")
     print()
     for batch in batches:
         for peer in peers:
@@ -295,14 +395,18 @@ def main():
             print(f"# {peer.name} @{batch}: {r['train_seconds']:.1f} s, CPU used {r['own_cores']:.2f} of "
                   f"{args.cores} cores (whole process, start-up included){'; time_s: ' + parts if parts else ''}")
     if args.json:
-        out = {"batches": batches, "cores": args.cores, "strata_binary_sha256": digest, "strata_built": built,
-               "results": [dict(v, peer=k[0], global_batch=k[1]) for k, v in results.items()],
-               "ratios": {str(b): r for b, r in ratios.items()}}
+        out = {"batches": batches, "cores": args.cores, "strata_mode": args.strata_mode,
+               "strata_binary_sha256": digest, "strata_built": built, "repeats": args.repeats,
+               "fbgemm_python": str(args.fbgemm_python) if fbgemm else None,
+               "results": [dict(v, peer=k[0], side=next(p.side for p in peers if p.name == k[0]), global_batch=k[1])
+                           for k, v in results.items()],
+               "ratios": {side: {str(b): r for b, r in by_batch.items()} for side, by_batch in ratios.items()}}
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
     print()
-    for batch in batches:
-        print(f"ratio strata/pytorch @{batch}: {ratios[batch]:.2f}")
+    for side in compared:
+        for batch in batches:
+            print(f"ratio strata/{side} @{batch}: {ratios[side][batch]:.2f}")
 
 
 if __name__ == "__main__":

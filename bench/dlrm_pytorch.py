@@ -15,15 +15,15 @@ over its rows by a fixed random permutation as a hash would, log-normal integer
 counts, Bernoulli(0.3) labels) or a Criteo TSV file (--data). All of it is
 tensors in memory before the clock starts, and the log transform of the counts is
 done then too (strata does it on its producer rank, off the trainer's path).
+The data generators and the dense part of the model are bench/dlrm_data.py's,
+shared with bench/dlrm_fbgemm.py (the same model on torch 2 + FBGEMM's
+table-batched embeddings).
 """
 import argparse
 import json
 import os
 import sys
 import time
-
-NUM_DENSE = 13
-NUM_TABLES = 26
 
 
 def parse_args():
@@ -54,71 +54,17 @@ args = parse_args()
 os.environ["OPENBLAS_NUM_THREADS"] = str(args.blas_threads)
 os.environ["OMP_NUM_THREADS"] = str(args.threads)
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-
-def synthetic_data(n, vocab, zipf_s, seed):
-    """(dense (n,13) float32 after log1p, rows (n,26) int64 in [0, vocab), labels (n,) float32)."""
-    rng = np.random.default_rng(seed)
-    # Finite Zipf over ranks 0..vocab-1: P(r) ~ (r+1)^-s, by inverting its CDF.
-    weights = np.arange(1, vocab + 1, dtype=np.float64) ** -zipf_s
-    cdf = np.cumsum(weights)
-    cdf /= cdf[-1]
-    rows = np.empty((n, NUM_TABLES), dtype=np.int64)
-    for t in range(NUM_TABLES):
-        ranks = np.minimum(np.searchsorted(cdf, rng.random(n)), vocab - 1)
-        rows[:, t] = rng.permutation(vocab)[ranks]  # hot rows scattered, as after hashing
-    mu = rng.uniform(0.0, 4.0, NUM_DENSE)
-    sigma = rng.uniform(0.5, 1.5, NUM_DENSE)
-    counts = np.floor(np.exp(mu + sigma * rng.standard_normal((n, NUM_DENSE))))
-    dense = np.log1p(np.maximum(counts, 0.0)).astype(np.float32)
-    labels = (rng.random(n) < 0.3).astype(np.float32)
-    return torch.from_numpy(dense), torch.from_numpy(rows), torch.from_numpy(labels)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dlrm_data import NUM_TABLES, DenseDLRM, load_data  # noqa: E402
 
 
-def criteo_data(path, vocab):
-    """The same tensors from a Criteo TSV file: label, 13 ints, 26 hex categoricals."""
-    labels, dense, rows = [], [], []
-    with open(path, "r", newline="") as f:
-        for line in f:
-            fields = line.rstrip("\r\n").split("\t")
-            if len(fields) < 1 + NUM_DENSE:
-                continue
-            fields += [""] * (1 + NUM_DENSE + NUM_TABLES - len(fields))
-            try:
-                labels.append(float(fields[0]))
-                dense.append([float(x) if x else 0.0 for x in fields[1:1 + NUM_DENSE]])
-                rows.append([int(x, 16) % vocab if x else 0 for x in fields[1 + NUM_DENSE:1 + NUM_DENSE + NUM_TABLES]])
-            except ValueError:
-                continue
-    if not labels:
-        sys.exit(f"dlrm_pytorch: no usable lines in {path}")
-    d = np.log1p(np.maximum(np.asarray(dense, dtype=np.float64), 0.0)).astype(np.float32)
-    return (torch.from_numpy(d), torch.from_numpy(np.asarray(rows, dtype=np.int64)),
-            torch.from_numpy(np.asarray(labels, dtype=np.float32)))
-
-
-def mlp(sizes, last_relu):
-    layers = []
-    for i in range(len(sizes) - 1):
-        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
-        if i < len(sizes) - 2 or last_relu:
-            layers.append(nn.ReLU())
-    return nn.Sequential(*layers)
-
-
-class DLRM(nn.Module):
+class DLRM(DenseDLRM):
     def __init__(self, vocab, dim, fused):
-        super().__init__()
-        self.vocab, self.dim, self.fused = vocab, dim, fused
-        self.bottom = mlp([NUM_DENSE, 64, dim], last_relu=True)
-        n = NUM_TABLES + 1
-        li, lj = torch.triu_indices(n, n, offset=1)  # pairs i < j: 351 for 27 vectors
-        self.register_buffer("li", li, persistent=False)
-        self.register_buffer("lj", lj, persistent=False)
-        self.top = mlp([dim + n * (n - 1) // 2, 64, 32, 1], last_relu=False)
+        super().__init__(dim)
+        self.vocab, self.fused = vocab, fused
         if fused:
             self.emb = nn.EmbeddingBag(NUM_TABLES * vocab, dim, mode="sum", sparse=True)
             self.register_buffer("row_base", torch.arange(NUM_TABLES, dtype=torch.int64) * vocab,
@@ -133,9 +79,6 @@ class DLRM(nn.Module):
     def sparse_parameters(self):
         return [self.emb.weight] if self.fused else [e.weight for e in self.embs]
 
-    def dense_parameters(self):
-        return list(self.bottom.parameters()) + list(self.top.parameters())
-
     def forward(self, dense, rows, offsets):
         b = dense.shape[0]
         x = self.bottom(dense)  # (B, dim)
@@ -144,23 +87,15 @@ class DLRM(nn.Module):
             e = self.emb((rows + self.row_base).view(-1), offsets).view(b, NUM_TABLES, self.dim)
         else:
             e = torch.stack([emb(rows[:, t].contiguous(), offsets) for t, emb in enumerate(self.embs)], dim=1)
-        t = torch.cat([x.unsqueeze(1), e], dim=1)  # (B, 27, dim)
-        z = torch.bmm(t, t.transpose(1, 2))  # (B, 27, 27)
-        r = torch.cat([x, z[:, self.li, self.lj]], dim=1)  # (B, 367)
-        return self.top(r).squeeze(1)  # (B,)
+        return self.interact(x, e)
 
 
 def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     t0 = time.perf_counter()
-    if args.data:
-        dense, rows, labels = criteo_data(args.data, args.vocab)
-    else:
-        dense, rows, labels = synthetic_data(args.samples, args.vocab, args.zipf, args.seed)
+    dense, rows, labels = load_data(args, "dlrm_pytorch")
     n = dense.shape[0]
-    if n < args.batch:
-        sys.exit(f"dlrm_pytorch: {n} samples is less than one batch of {args.batch}")
     load_s = time.perf_counter() - t0
 
     model = DLRM(args.vocab, args.dim, args.tables == "fused")

@@ -40,13 +40,16 @@ echo
   | tee "$OUT/gemm_peak.txt"
 
 echo
-grep '^ratio strata/pytorch' "$OUT/dlrm.txt"
+grep '^ratio strata/' "$OUT/dlrm.txt"
 
 # Scheme B (the tiered store): L3 bytes, hit rates against Belady, link-model
 # throughput, row gather/scatter against memcpy.
 echo
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target bench_cache_simulator bench_gather_scatter
 /usr/bin/python3 bench/tiered/bench_tiered.py --build "$BUILD_DIR" | tee "$OUT/tiered.txt"
+# Does Scheme B pay off: tiered against ps on bench_dlrm.py's work, staging CPU, the physical limit.
+echo
+/usr/bin/python3 bench/tiered/bench_scheme_b.py --build "$BUILD_DIR" | tee "$OUT/scheme_b.txt"
 
 # Checkpoints (pause, bytes, GB/s against the disk) and text vs HDF5 reading.
 echo
@@ -56,3 +59,7 @@ cmake --build "$BUILD_DIR" -j "$(nproc)" --target strata bench_read_speed
 # The tuner: tuned vs default, Optuna vs the exhaustive grid.
 echo
 /usr/bin/python3 bench/tune/bench_tune.py --build "$BUILD_DIR" | tee "$OUT/tune.txt"
+
+# Every benchmark's ratios together, last.
+echo
+grep -h '^ratio' "$OUT/dlrm.txt" "$OUT/tiered.txt" "$OUT/scheme_b.txt" "$OUT/checkpoint.txt" "$OUT/tune.txt"
