@@ -12,7 +12,7 @@ packages=(
   libopenblas-dev libopenblas0-pthread
   libgtest-dev
   libxxhash-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libssl-dev
-  python3-dev python3-optuna pybind11-dev
+  python3-dev python3-venv python3-optuna pybind11-dev
   python3-torch python3-matplotlib python3-h5py python3-numpy
   slurm-wlm munge
 )
