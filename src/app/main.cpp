@@ -114,6 +114,16 @@ int command_report(const std::vector<std::string>& args) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+// train, trace and tune need a deck: there is no implicit default job (README).
+void require_deck(const std::string& command, const std::vector<std::string>& args) {
+  for (const auto& arg : args) {
+    if (arg == "--config" || arg.rfind("--config=", 0) == 0) return;
+  }
+  throw strata::Error("strata " + command + " needs an input deck (--config DECK)",
+                      "add --config inputs/default.ini for the default job, or your own deck; "
+                      "'strata " + command + " --help' lists every key");
+}
+
 int dispatch(const std::vector<std::string>& words) {
   if (words.empty() || words[0] == "--help" || words[0] == "-h" || words[0] == "help") {
     if (world_rank() == 0) std::printf("%s\n%s", kUsage, strata::deck_help().c_str());
@@ -134,6 +144,7 @@ int dispatch(const std::vector<std::string>& words) {
       return 0;
     }
     try {
+      require_deck(command, args);
       return strata::run_tune_command(args);
     } catch (const strata::Error& e) {
       if (world_rank() == 0) print_error(e.what());
@@ -165,6 +176,7 @@ int dispatch(const std::vector<std::string>& words) {
     }
     strata::RunOptions options;
     try {
+      require_deck(command, args);
       options = strata::parse_run_options(args);
       check_input_files(options);
       if (command == "trace") {
@@ -172,7 +184,11 @@ int dispatch(const std::vector<std::string>& words) {
           throw strata::Error("strata trace needs a trace file", "add --output.trace=FILE");
         }
         // The trace is what the tiered store's planner sees; its budgets do not change it.
-        options.store.mode = "tiered";
+        if (options.store.mode != "tiered") {
+          throw strata::Error("strata trace records the tiered store's key accesses; store.mode is '" +
+                                  options.store.mode + "'",
+                              "drop --store.mode (or set store.mode = tiered in the deck)");
+        }
       }
     } catch (const strata::Error& e) {
       if (world_rank() == 0) print_error(e.what());

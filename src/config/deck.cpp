@@ -2,6 +2,7 @@
 // key to its field, so the parser, --help and to_ini can never disagree.
 #include "config/deck.hpp"
 
+#include <cmath>
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <fstream>
@@ -296,6 +297,13 @@ void validate(const RunOptions& options) {
   if (options.store.min_count < 0) throw Error("bad value for store.min_count", "store.min_count must be >= 0");
   if (options.store.admission_counters < 1024) {
     throw Error("bad value for store.admission_counters", "store.admission_counters must be >= 1024");
+  }
+  for (const auto& [key, lr] : {std::pair<const char*, double>{"optim.dense_lr", options.optim.dense_lr},
+                                 {"optim.sparse_lr", options.optim.sparse_lr}}) {
+    if (!(std::isfinite(lr) && lr > 0)) {
+      throw Error(std::string("bad value for ") + key + ": " + std::to_string(lr),
+                  std::string(key) + " must be a finite number > 0");
+    }
   }
   if (options.store.fallback_late_rounds < 0) {
     throw Error("bad value for store.fallback_late_rounds", "store.fallback_late_rounds must be >= 0");

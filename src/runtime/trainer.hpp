@@ -37,6 +37,7 @@ class Trainer {
 
   // trainer_role.cpp: the loop.
   bool receive_batch(data::Batch& batch);
+  [[noreturn]] void stop_on_non_finite_loss();
   void stage_attachment(const std::vector<char>& message, double batch_wait_s);
   void train_epoch(int64_t planned);
   void train_step(const data::Batch& batch);
@@ -65,6 +66,7 @@ class Trainer {
   Clock::time_point last_checkpoint_time_;
   double resumed_seconds_ = 0;     // training time before the checkpoint this run resumed from
   bool preempted_ = false;
+  int64_t non_finite_step_ = -1;  // first step whose loss was NaN or infinite on this trainer
   int trainers_;
   MPI_Comm comm_;
   int producer_rank_;

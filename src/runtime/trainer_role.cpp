@@ -6,6 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cmath>
+
 #include "comm/collectives.hpp"
 #include "comm/link_model.hpp"
 #include "comm/mpi_channel.hpp"
@@ -150,8 +152,11 @@ void Trainer::train_epoch(int64_t planned) {
     if (options_.train.steps > 0 && report_.steps >= options_.train.steps) have = 0;
     // One all-reduce decides, identically on every trainer: is there a step
     // to take, is a checkpoint due, was the job told to stop (MIN of negations = OR).
-    int flags[3] = {have, checkpoint_due() ? 0 : 1, preemption_requested() ? 0 : 1};
-    if (trainers_ > 1) comm::allreduce(flags, 3, MPI_INT, MPI_MIN, comm_);
+    // A non-finite loss on any trainer stops every trainer before the poisoned
+    // parameters reach a checkpoint.
+    int flags[4] = {have, checkpoint_due() ? 0 : 1, preemption_requested() ? 0 : 1, non_finite_step_ < 0 ? 1 : 0};
+    if (trainers_ > 1) comm::allreduce(flags, 4, MPI_INT, MPI_MIN, comm_);
+    if (flags[3] == 0) stop_on_non_finite_loss();
     const bool all = flags[0] != 0, stop = flags[2] == 0;
     if ((flags[1] == 0 || stop) && report_.steps > last_checkpoint_step_ && !options_.checkpoint.dir.empty()) {
       write_checkpoint(stop);
@@ -180,6 +185,17 @@ void Trainer::train_epoch(int64_t planned) {
   }
 }
 
+// Every trainer gets here together (the step flags' all-reduce). No checkpoint
+// is written; the job ends through the error path with the step named.
+void Trainer::stop_on_non_finite_loss() {
+  const int64_t step = non_finite_step_ >= 0 ? non_finite_step_ : report_.steps;
+  throw Error("the training loss became NaN or infinite at step " + std::to_string(step) +
+                  (non_finite_step_ >= 0 ? " on trainer " + std::to_string(context_.index) : " on another trainer") +
+                  "; stopped without writing a checkpoint of the poisoned parameters",
+              "lower optim.dense_lr / optim.sparse_lr (they must be finite), check the data for huge dense "
+              "values, or resume from the last good checkpoint");
+}
+
 void Trainer::train_step(const data::Batch& batch) {
   const int dim = model_.embedding_dim();
   store_->pull(batch, rows_, /*for_training=*/true);
@@ -189,7 +205,9 @@ void Trainer::train_step(const data::Batch& batch) {
     grad_ptrs_[t] = row_grads_[t].data();
   }
   const float scale = 1.0f / (float(batch.size) * trainers_);
-  window_loss_ += model_.forward_backward(batch, row_ptrs_, grad_ptrs_, scale);
+  const double loss = model_.forward_backward(batch, row_ptrs_, grad_ptrs_, scale);
+  if (!std::isfinite(loss) && non_finite_step_ < 0) non_finite_step_ = report_.steps + 1;
+  window_loss_ += loss;
   window_samples_ += batch.size;
   store_->push(batch, row_grads_);
   auto& params = model_.parameters();

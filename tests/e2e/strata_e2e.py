@@ -109,6 +109,29 @@ def case_bad_inputs(r):
         f.write("[train]\nbatch_size = 64\nlearning_rate = 0.1\n")
     r.expect_error("unknown_deck_key", 3, deck=bad_deck, contains=["train.learning_rate", bad_deck])
     r.expect_error("bad_mlp", 3, "--model.bottom_mlp=32,7", contains=["model.bottom_mlp"])
+    r.expect_error("nan_learning_rate", 3, "--optim.dense_lr=nan", contains=["optim.dense_lr", "finite"])
+    # No implicit default job: train and trace without a deck are errors; trace records tiered only.
+    for command, extra in (("train", []), ("trace", ["--output.trace=" + os.path.join(r.workdir, "t.trace")])):
+        proc = subprocess.run([r.strata, command, *extra], capture_output=True, text=True)
+        assert proc.returncode == 2 and "--config DECK" in proc.stderr, (command, proc.returncode, proc.stderr)
+    proc = subprocess.run([r.strata, "trace", "--config", TINY, "--store.mode=ps",
+                           "--output.trace=" + os.path.join(r.workdir, "t.trace")], capture_output=True, text=True)
+    assert proc.returncode == 2 and "store.mode" in proc.stderr, (proc.returncode, proc.stderr)
+    print("no deck, trace in ps mode: exit 2, message ok")
+
+
+def case_non_finite_loss(r):
+    """A loss that overflows stops every trainer at the first non-finite step with
+    the step named, a non-zero exit, and no checkpoint of the poisoned state."""
+    ckpt = os.path.join(r.workdir, "nan_ckpt")
+    proc = r.run("non_finite", 4, "--layout.trainers=2", "--optim.dense_lr=3e38", "--optim.sparse_lr=3e38",
+                 "--checkpoint.dir=" + ckpt, "--checkpoint.every_steps=10", expect_ok=False)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0, text[-2000:]
+    assert "NaN or infinite at step" in text and "optim.dense_lr" in text, text[-2000:]
+    written = [f for f in os.listdir(ckpt) if f.endswith(".h5")] if os.path.isdir(ckpt) else []
+    assert not written, f"checkpoints of a poisoned run: {written}"
+    print("non-finite loss: exit", proc.returncode, "no checkpoint")
 
 
 ROW_BYTES = (8 + 8) * 4  # tiny.ini: dim 8 values + 8 Adagrad accumulators, float32
