@@ -28,7 +28,10 @@ int64_t RowCache::insert(const RowId& id, const float* values, bool dirty) {
   }
   bool inserted = false;
   slot_of_.insert(id, slot, &inserted);
-  if (!inserted) throw Error("RowCache::insert of a row already present (bug)");
+  if (!inserted) {
+    free_slots_.push_back(slot);  // a refused insert must not cost a slot
+    throw Error("RowCache::insert of a row already present (bug)");
+  }
   std::memcpy(row(slot), values, sizeof(float) * width_);
   dirty_[slot] = dirty ? 1 : 0;
   ids_[slot] = id;
