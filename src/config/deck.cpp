@@ -43,6 +43,7 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("data.teacher_scale", o.data.teacher_scale, "strength of the synthetic teacher's logit");
   v("data.data_seed", o.data.data_seed, "seed of the synthetic data and its teacher");
 
+  v("model.kind", o.model.kind, "the network: dlrm");
   v("model.embedding_dim", o.model.embedding_dim, "width of every embedding row");
   v("model.bottom_mlp", o.model.bottom_mlp, "bottom MLP widths; the last equals embedding_dim");
   v("model.top_mlp", o.model.top_mlp, "top MLP hidden widths (a width-1 output is added)");
@@ -130,6 +131,7 @@ const std::map<std::string, std::vector<std::string>>& choices() {
   static const std::map<std::string, std::vector<std::string>> table = {
       {"data.source", {"criteo", "csv", "synthetic", "hdf5"}},
       {"tune.sampler", {"tpe", "random", "cmaes"}},
+      {"model.kind", {"dlrm"}},
       {"model.pooling", {"sum", "mean"}},
       {"optim.dense", {"adam", "adagrad", "sgd"}},
       {"optim.sparse", {"adagrad", "sgd"}},

@@ -43,6 +43,7 @@ struct DataOptions {
 };
 
 struct ModelOptions {
+  std::string kind = "dlrm";              // the network (model::model_kinds())
   int embedding_dim = 16;                 // width of every embedding row
   std::string bottom_mlp = "64,16";       // hidden widths of the bottom MLP; last must equal embedding_dim
   std::string top_mlp = "64,32";          // hidden widths of the top MLP (a final width-1 layer is added)

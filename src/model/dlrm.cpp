@@ -194,6 +194,10 @@ Dlrm::Dlrm(const ModelOptions& options, int num_dense, int num_tables, uint64_t 
 
 Dlrm::~Dlrm() = default;
 
+const std::string& Dlrm::kind() const {
+  static const std::string name = "dlrm";
+  return name;
+}
 DenseParameters& Dlrm::parameters() { return impl_->params; }
 const DenseParameters& Dlrm::parameters() const { return impl_->params; }
 int Dlrm::embedding_dim() const { return impl_->shape.dim; }

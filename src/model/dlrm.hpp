@@ -12,6 +12,7 @@
 #include "data/batch.hpp"
 #include "model/dense_parameters.hpp"
 #include "model/embedding_bag_pooling.hpp"
+#include "model/model.hpp"
 
 namespace strata::model {
 
@@ -31,33 +32,25 @@ struct DlrmShape {
 // model.pooling.
 DlrmShape dlrm_shape(const ModelOptions& options, int num_dense, int num_tables);
 
-class Dlrm {
+class Dlrm final : public Model {
  public:
   // Weights are initialised as a pure function of (seed, index in the flat buffer):
   // Glorot-uniform weights, zero biases. Not thread-safe: one model per thread.
   Dlrm(const ModelOptions& options, int num_dense, int num_tables, uint64_t seed);
-  ~Dlrm();
+  ~Dlrm() override;
   Dlrm(const Dlrm&) = delete;
   Dlrm& operator=(const Dlrm&) = delete;
 
-  DenseParameters& parameters();
-  const DenseParameters& parameters() const;
-  int embedding_dim() const;
-  int num_tables() const;
+  const std::string& kind() const override;
+  DenseParameters& parameters() override;
+  const DenseParameters& parameters() const override;
+  int embedding_dim() const override;
+  int num_tables() const override;
   const DlrmShape& shape() const;
 
-  // One forward + backward pass.
-  //   rows[t]      (U_t, dim) values of batch.tables[t].unique_keys
-  //   row_grads[t] (U_t, dim) written: d(loss_scale * sum of sample losses)/d row,
-  //                summed over the row's occurrences in sample order (b ascending, then
-  //                position in the bag) so that every store mode adds the same numbers
-  // Dense gradients are written (not accumulated) into parameters().grads(),
-  // scaled the same way. Returns the sum of the sample losses (unscaled).
   double forward_backward(const data::Batch& batch, const std::vector<const float*>& rows,
-                          const std::vector<float*>& row_grads, float loss_scale);
-
-  // Click probabilities of a batch: probs (B). Gradients are left untouched.
-  void predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs);
+                          const std::vector<float*>& row_grads, float loss_scale) override;
+  void predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) override;
 
  private:
   struct Impl;

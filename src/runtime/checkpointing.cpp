@@ -8,7 +8,7 @@
 #include "common/error.hpp"
 #include "config/deck.hpp"
 #include "io/checkpoint_directory.hpp"
-#include "model/dlrm.hpp"
+#include "model/model.hpp"
 #include "model/optimizers.hpp"
 #include "runtime/batch_source.hpp"
 #include "strata/config.hpp"
@@ -79,7 +79,7 @@ std::string pick_checkpoint(const RunOptions& options) {
   expected.num_tables = shape.num_tables;
   expected.num_dense = shape.num_dense;
   expected.dense_values = static_cast<int64_t>(
-      model::Dlrm(options.model, shape.num_dense, shape.num_tables, options.train.seed).parameters().size());
+      model::make_model(options.model, shape.num_dense, shape.num_tables, options.train.seed)->parameters().size());
   expected.dense_optimizer = options.optim.dense;
   expected.sparse_optimizer = options.optim.sparse;
   std::string failures;

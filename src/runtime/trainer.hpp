@@ -15,7 +15,7 @@
 #include "data/batch.hpp"
 #include "data/synthetic.hpp"
 #include "io/metrics_writer.hpp"
-#include "model/dlrm.hpp"
+#include "model/model.hpp"
 #include "model/optimizers.hpp"
 #include "runtime/batch_source.hpp"
 #include "runtime/trainer_role.hpp"
@@ -71,7 +71,7 @@ class Trainer {
   MPI_Comm comm_;
   int producer_rank_;
   DataShape shape_;
-  model::Dlrm model_;
+  std::unique_ptr<model::Model> model_;
   std::unique_ptr<model::DenseOptimizer> optimizer_;
   std::unique_ptr<store::ParameterStore> store_;
   std::unique_ptr<io::MetricsWriter> writer_;

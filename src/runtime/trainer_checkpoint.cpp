@@ -46,7 +46,7 @@ void Trainer::write_checkpoint(bool preempted) {
   {
     io::CheckpointWriter writer(MPI_COMM_WORLD, checkpoint_temporary(options_, stamp.step),
                                 checkpoint_header(options_, stamp));
-    const auto& params = model_.parameters();
+    const auto& params = model_->parameters();
     io::TrainerState state{window_loss_, window_samples_, window_steps_, last_window_loss_,
                            {last_levels_[0], last_levels_[1], last_levels_[2], last_levels_[3]}};
     if (is_root()) {
@@ -74,7 +74,7 @@ void Trainer::write_checkpoint(bool preempted) {
 void Trainer::restore() {
   io::CheckpointReader reader(MPI_COMM_SELF, resume_.path);
   const io::CheckpointHeader& h = reader.header();
-  auto& params = model_.parameters();
+  auto& params = model_->parameters();
   std::vector<float> values = reader.dense_values();
   if (values.size() != params.size()) {
     throw Error(resume_.path + ": " + std::to_string(values.size()) + " dense values, this model has " +

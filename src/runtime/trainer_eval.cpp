@@ -27,7 +27,7 @@ void Trainer::evaluate() {
     if (!mine) continue;
     for (int t = 0; t < shape_.num_tables; ++t) row_ptrs_[t] = rows_[t].data();
     batch_probs.resize(b.size);
-    model_.predict(b, row_ptrs_, batch_probs.data());
+    model_->predict(b, row_ptrs_, batch_probs.data());
     probs.insert(probs.end(), batch_probs.begin(), batch_probs.end());
     labels.insert(labels.end(), b.labels.begin(), b.labels.end());
   }
@@ -51,7 +51,7 @@ void Trainer::finish() {
   store::RowDump rows = store_->dump_rows();
   if (is_root()) {
     report_.params_digest =
-        io::params_digest(model_.parameters().values(), optimizer_->state(), optimizer_->steps_taken(), rows);
+        io::params_digest(model_->parameters().values(), optimizer_->state(), optimizer_->steps_taken(), rows);
     report_.sparse_rows = static_cast<int64_t>(rows.ids.size());
   }
   store_->shutdown();

@@ -41,8 +41,8 @@ Trainer::Trainer(const RunOptions& options, const RankContext& context, const Re
       comm_(context.role_comm),
       producer_rank_(context.layout.world_rank(Role::kProducer, context.layout.producer_of_trainer(context.index))),
       shape_(data_shape(options.data)),
-      model_(options.model, shape_.num_dense, shape_.num_tables, options.train.seed),
-      optimizer_(model::make_dense_optimizer(options.optim, model_.parameters().size())) {
+      model_(model::make_model(options.model, shape_.num_dense, shape_.num_tables, options.train.seed)),
+      optimizer_(model::make_dense_optimizer(options.optim, model_->parameters().size())) {
   std::vector<int> servers;
   for (int s = 0; s < context.layout.servers(); ++s) servers.push_back(context.layout.world_rank(Role::kServer, s));
   const int dim = options.model.embedding_dim;
@@ -197,7 +197,7 @@ void Trainer::stop_on_non_finite_loss() {
 }
 
 void Trainer::train_step(const data::Batch& batch) {
-  const int dim = model_.embedding_dim();
+  const int dim = model_->embedding_dim();
   store_->pull(batch, rows_, /*for_training=*/true);
   for (int t = 0; t < shape_.num_tables; ++t) {
     row_grads_[t].resize(batch.tables[t].unique_keys.size() * dim);
@@ -205,12 +205,12 @@ void Trainer::train_step(const data::Batch& batch) {
     grad_ptrs_[t] = row_grads_[t].data();
   }
   const float scale = 1.0f / (float(batch.size) * trainers_);
-  const double loss = model_.forward_backward(batch, row_ptrs_, grad_ptrs_, scale);
+  const double loss = model_->forward_backward(batch, row_ptrs_, grad_ptrs_, scale);
   if (!std::isfinite(loss) && non_finite_step_ < 0) non_finite_step_ = report_.steps + 1;
   window_loss_ += loss;
   window_samples_ += batch.size;
   store_->push(batch, row_grads_);
-  auto& params = model_.parameters();
+  auto& params = model_->parameters();
   if (trainers_ > 1) {
     comm::allreduce(params.grads().data(), static_cast<int>(params.size()), MPI_FLOAT, MPI_SUM, comm_);
     report_.bytes_allreduce += params.size() * sizeof(float);

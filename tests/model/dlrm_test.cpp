@@ -283,3 +283,28 @@ TEST(DlrmOptions, BadValuesNameTheirKey) {
   EXPECT_EQ(s.bottom, (std::vector<int>{32, 16}));
   EXPECT_EQ(s.top, (std::vector<int>{1}));
 }
+
+// make_model is how the trainer gets its network: model.kind = dlrm is this
+// class, with the same weights; an unknown kind names the key and the choices.
+TEST(MakeModel, DlrmKindIsTheDlrmWithTheSameWeights) {
+  ModelOptions options;
+  auto model = make_model(options, 3, 4, 7);
+  Dlrm direct(options, 3, 4, 7);
+  EXPECT_EQ(model->kind(), "dlrm");
+  EXPECT_EQ(model->num_tables(), 4);
+  EXPECT_EQ(model->embedding_dim(), options.embedding_dim);
+  ASSERT_EQ(model->parameters().size(), direct.parameters().size());
+  EXPECT_EQ(model->parameters().values(), direct.parameters().values());
+}
+
+TEST(MakeModel, UnknownKindIsAnErrorNamingTheKey) {
+  ModelOptions options;
+  options.kind = "transformer";
+  try {
+    make_model(options, 3, 4, 7);
+    FAIL() << "expected an error";
+  } catch (const strata::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.kind"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("dlrm"), std::string::npos) << e.what();
+  }
+}

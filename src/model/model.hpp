@@ -1,0 +1,52 @@
+// Model: what the trainer and the stores know of a network. A model reads a
+// batch's de-duplicated keys of each table, receives those rows from the
+// parameter store, and hands back the rows' gradients; its dense weights live in
+// one flat DenseParameters buffer that the trainer all-reduces and updates.
+// Concrete models (model.kind) are made by make_model and are known only here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/options.hpp"
+#include "data/batch.hpp"
+#include "model/dense_parameters.hpp"
+
+namespace strata::model {
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual const std::string& kind() const = 0;
+  virtual DenseParameters& parameters() = 0;
+  virtual const DenseParameters& parameters() const = 0;
+  // Every table's rows are embedding_dim() wide; the model reads num_tables() tables.
+  virtual int embedding_dim() const = 0;
+  virtual int num_tables() const = 0;
+
+  // One forward + backward pass.
+  //   rows[t]      (U_t, dim) values of batch.tables[t].unique_keys
+  //   row_grads[t] (U_t, dim) written: d(loss_scale * sum of sample losses)/d row,
+  //                summed over the row's occurrences in sample order (b ascending, then
+  //                position in the bag) so that every store mode adds the same numbers
+  // Dense gradients are written (not accumulated) into parameters().grads(),
+  // scaled the same way. Returns the sum of the sample losses (unscaled).
+  virtual double forward_backward(const data::Batch& batch, const std::vector<const float*>& rows,
+                                  const std::vector<float*>& row_grads, float loss_scale) = 0;
+
+  // Click probabilities of a batch: probs (B). Gradients are left untouched.
+  virtual void predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) = 0;
+};
+
+// The model.kind values make_model accepts.
+const std::vector<std::string>& model_kinds();
+
+// The model options.kind names, for a batch of num_dense dense features and
+// num_tables tables. Weights are a pure function of (seed, index in the flat
+// buffer). strata::Error naming the model.* key for options that do not fit.
+std::unique_ptr<Model> make_model(const ModelOptions& options, int num_dense, int num_tables, uint64_t seed);
+
+}  // namespace strata::model
