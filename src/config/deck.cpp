@@ -43,12 +43,15 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("data.teacher_scale", o.data.teacher_scale, "strength of the synthetic teacher's logit");
   v("data.data_seed", o.data.data_seed, "seed of the synthetic data and its teacher");
 
-  v("model.kind", o.model.kind, "the network: dlrm");
+  v("model.kind", o.model.kind, "the network: dlrm | din (target attention over the history table)");
   v("model.embedding_dim", o.model.embedding_dim, "width of every embedding row");
   v("model.bottom_mlp", o.model.bottom_mlp, "bottom MLP widths; the last equals embedding_dim");
   v("model.top_mlp", o.model.top_mlp, "top MLP hidden widths (a width-1 output is added)");
   v("model.pooling", o.model.pooling, "sum | mean over the keys of a bag");
   v("model.row_init_scale", o.model.row_init_scale, "new rows are uniform in [-scale, scale]");
+  v("model.din_history_table", o.model.din_history_table,
+    "din: table whose bags are history items then the candidate (-1 = the last table)");
+  v("model.din_attention_mlp", o.model.din_attention_mlp, "din: activation unit hidden widths (a width-1 output is added)");
 
   v("optim.dense", o.optim.dense, "adam | adagrad | sgd for the dense weights");
   v("optim.dense_lr", o.optim.dense_lr, "dense learning rate");
@@ -131,7 +134,7 @@ const std::map<std::string, std::vector<std::string>>& choices() {
   static const std::map<std::string, std::vector<std::string>> table = {
       {"data.source", {"criteo", "csv", "synthetic", "hdf5"}},
       {"tune.sampler", {"tpe", "random", "cmaes"}},
-      {"model.kind", {"dlrm"}},
+      {"model.kind", {"dlrm", "din"}},
       {"model.pooling", {"sum", "mean"}},
       {"optim.dense", {"adam", "adagrad", "sgd"}},
       {"optim.sparse", {"adagrad", "sgd"}},

@@ -49,6 +49,8 @@ struct ModelOptions {
   std::string top_mlp = "64,32";          // hidden widths of the top MLP (a final width-1 layer is added)
   std::string pooling = "sum";            // sum | mean over the keys of a bag
   float row_init_scale = 0.05f;           // new rows are uniform in [-scale, scale]
+  int din_history_table = -1;             // din: table of target-last history bags (-1 = the last table)
+  std::string din_attention_mlp = "36";   // din: activation unit hidden widths (a width-1 output is added)
 };
 
 struct OptimizerOptions {

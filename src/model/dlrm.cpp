@@ -14,11 +14,8 @@
 
 namespace strata::model {
 
-namespace {
-
-// "64, 16" -> {64, 16}; every entry a positive integer. Local so that the model does
-// not depend on the deck parser.
-std::vector<int> parse_widths(const std::string& text, const std::string& key) {
+// Here rather than in the deck parser so that the models do not depend on it.
+std::vector<int> parse_layer_widths(const std::string& text, const std::string& key) {
   std::vector<int> widths;
   size_t pos = 0;
   const auto bad = [&](const std::string& why) {
@@ -50,8 +47,6 @@ std::vector<int> parse_widths(const std::string& text, const std::string& key) {
   return widths;
 }
 
-}  // namespace
-
 int DlrmShape::interaction_width() const {
   return backend::host::dot_interaction_width(num_tables + 1, dim);
 }
@@ -68,7 +63,7 @@ DlrmShape dlrm_shape(const ModelOptions& options, int num_dense, int num_tables)
   if (shape.dim < 1)
     throw Error("model.embedding_dim = " + std::to_string(shape.dim) + " is not positive",
                 "set model.embedding_dim to a positive width, e.g. 16");
-  shape.bottom = parse_widths(options.bottom_mlp, "model.bottom_mlp");
+  shape.bottom = parse_layer_widths(options.bottom_mlp, "model.bottom_mlp");
   if (shape.bottom.empty())
     throw Error("model.bottom_mlp is empty", "give at least one bottom-MLP width; the last must equal "
                                              "model.embedding_dim (" + std::to_string(shape.dim) + ")");
@@ -78,7 +73,7 @@ DlrmShape dlrm_shape(const ModelOptions& options, int num_dense, int num_tables)
                     std::to_string(shape.dim),
                 "make the last width of model.bottom_mlp equal model.embedding_dim: the bottom "
                 "MLP output is dotted with the embeddings");
-  shape.top = parse_widths(options.top_mlp, "model.top_mlp");
+  shape.top = parse_layer_widths(options.top_mlp, "model.top_mlp");
   shape.top.push_back(1);
   shape.pooling = parse_pooling(options.pooling);
   return shape;

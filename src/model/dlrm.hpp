@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "config/options.hpp"
@@ -15,6 +16,10 @@
 #include "model/model.hpp"
 
 namespace strata::model {
+
+// "64, 16" -> {64, 16}; every entry a positive integer, blank text no entry;
+// strata::Error naming `key` otherwise.
+std::vector<int> parse_layer_widths(const std::string& text, const std::string& key);
 
 // The layer widths a ModelOptions describes, checked.
 struct DlrmShape {

@@ -2,17 +2,19 @@
 #include "model/model.hpp"
 
 #include "common/error.hpp"
+#include "model/din.hpp"
 #include "model/dlrm.hpp"
 
 namespace strata::model {
 
 const std::vector<std::string>& model_kinds() {
-  static const std::vector<std::string> kinds = {"dlrm"};
+  static const std::vector<std::string> kinds = {"dlrm", "din"};
   return kinds;
 }
 
 std::unique_ptr<Model> make_model(const ModelOptions& options, int num_dense, int num_tables, uint64_t seed) {
   if (options.kind == "dlrm") return std::make_unique<Dlrm>(options, num_dense, num_tables, seed);
+  if (options.kind == "din") return std::make_unique<Din>(options, num_dense, num_tables, seed);
   std::string known;
   for (const auto& kind : model_kinds()) known += (known.empty() ? "" : " | ") + kind;
   throw Error("unknown model.kind '" + options.kind + "'", "set model.kind to one of " + known);
