@@ -38,6 +38,9 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("data.vocab_sizes", o.data.vocab_sizes, "synthetic vocabulary: one size or a list per table");
   v("data.hotness", o.data.hotness, "synthetic keys per bag: one value or a list per table");
   v("data.zipf_exponent", o.data.zipf_exponent, "synthetic key skew (0 = uniform)");
+  v("data.synthetic_history_length", o.data.synthetic_history_length,
+    "synthetic: longest behaviour history of an extra target-last table (0 = none)");
+  v("data.synthetic_history_vocab", o.data.synthetic_history_vocab, "synthetic: items of the history table");
   v("data.zipf_exponent_end", o.data.zipf_exponent_end,
     "synthetic drift: training moves from zipf_exponent to this law (< 0 = none); a smaller value grows the hot set");
   v("data.teacher_scale", o.data.teacher_scale, "strength of the synthetic teacher's logit");

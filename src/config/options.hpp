@@ -40,6 +40,10 @@ struct DataOptions {
   double zipf_exponent_end = -1;               // drift: the law training ends with (< 0 = no drift)
   double teacher_scale = 1.0;                  // strength of the hidden teacher's logit
   uint64_t data_seed = 2024;                   // seed of the synthetic data and teacher
+  // A behaviour-history table after the others (DIN's input): target-last bags of
+  // 1..synthetic_history_length history items, then the candidate item.
+  int synthetic_history_length = 0;            // longest history (0 = no history table)
+  int64_t synthetic_history_vocab = 100000;    // items of the history table
 };
 
 struct ModelOptions {

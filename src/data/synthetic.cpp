@@ -13,6 +13,14 @@
 // term is kept weak for the same reason: students learn products of small initial
 // rows slowly. The bias is calibrated once so that the click rate is kClickRate.
 // Defaults (26 tables, vocab 1e5, Zipf 1.05): teacher AUC ~0.83, click rate ~0.30.
+//
+// History table (data.synthetic_history_length = L > 0), after the others: items
+// fall into kInterestClusters clusters (item v in cluster v % K, Zipf-popular within
+// it). A sample's user has one interest cluster; each of its 1..L history items
+// comes from that cluster with probability kOnInterest, and the candidate (the
+// bag's last key) with probability one half. The teacher adds
+//   kHistoryStrength * (m - kHistoryCentre),  m = share of history items in the candidate's cluster,
+// a term only a model that relates the candidate to the history can learn.
 #include "data/synthetic.hpp"
 
 #include <algorithm>
@@ -55,6 +63,11 @@ constexpr uint64_t kDenseSalt = 0x44454e5345000000ULL;
 constexpr uint64_t kLabelSalt = 0x4c4142454c000000ULL;
 constexpr uint64_t kDriftSalt = 0x6a09e667f3bcc909ULL;  // which law a drifting sample draws from
 constexpr uint64_t kCalibrationStream = 0xCA11B;
+constexpr uint64_t kInterestClusters = 64;
+constexpr double kOnInterest = 0.8;
+constexpr double kHistoryStrength = 3.0;
+constexpr double kHistoryCentre = 0.4;
+constexpr uint64_t kHistorySalt = 0x484953544f525900ULL;  // "HISTORY"
 
 // Uniform in [-sqrt(3), sqrt(3)): unit variance.
 inline double unit_uniform(uint64_t bits) { return (to_unit_double(bits) * 2.0 - 1.0) * 1.7320508075688772; }
@@ -134,6 +147,9 @@ struct SyntheticDataset::Impl {
   double bias = 0.0;
   double pair_weight = 0.0;
   int total_hotness = 0;
+  int history_length = 0;          // longest history; 0 = no history table
+  uint64_t history_vocab = 0;
+  std::vector<ZipfSampler> history_zipf;  // (0 or 1) ranks within an interest cluster
 
   std::vector<ZipfSampler> samplers;               // one per distinct vocab size
   // data.zipf_exponent_end: a second law per vocab size; training sample i of N
@@ -159,6 +175,45 @@ struct SyntheticDataset::Impl {
 
   uint64_t stream_seed(Stream stream) const { return mix64(seed ^ kStreamSalt, uint64_t(stream)); }
   static uint64_t sample_base(uint64_t stream, int64_t index) { return mix64(stream, uint64_t(index)); }
+
+  // History events of a sample (its bag holds one more key, the candidate).
+  int history_events(uint64_t base) const {
+    return 1 + int(mix64(base ^ kHistorySalt) % uint64_t(history_length));
+  }
+  int tables_with_history() const { return num_tables + (history_length > 0 ? 1 : 0); }
+
+  // An item of cluster c: a Zipf rank within the cluster, folded into the vocabulary.
+  uint64_t item_of_cluster(CounterRng& rng, uint64_t c) const {
+    const uint64_t item = history_zipf[0](rng) * kInterestClusters + c;
+    return item < history_vocab ? item : c % history_vocab;
+  }
+
+  // The history table of samples [first, first + count): every sample's events then
+  // its candidate, appended as item ranks to `values` (when not null), and the
+  // teacher's history term added to logits.
+  void fill_history(int64_t count, const uint64_t* base, std::vector<uint64_t>* values, double* logits) const {
+    const uint64_t table_counter = (uint64_t(num_tables) + 1) << 32;
+    std::vector<uint64_t> events;
+    for (int64_t i = 0; i < count; ++i) {
+      CounterRng rng(base[i] + table_counter);
+      const uint64_t interest = rng.next() % kInterestClusters;
+      const int n = history_events(base[i]);
+      events.resize(size_t(n));
+      for (int k = 0; k < n; ++k) {
+        const bool on = rng.uniform() < kOnInterest;
+        events[size_t(k)] = item_of_cluster(rng, on ? interest : rng.next() % kInterestClusters);
+      }
+      const bool on = rng.uniform() < 0.5;
+      const uint64_t candidate = item_of_cluster(rng, on ? interest : rng.next() % kInterestClusters);
+      int matches = 0;
+      for (uint64_t e : events) matches += (e % kInterestClusters) == (candidate % kInterestClusters) ? 1 : 0;
+      logits[i] += kHistoryStrength * (double(matches) / n - kHistoryCentre);
+      if (values != nullptr) {
+        values->insert(values->end(), events.begin(), events.end());
+        values->push_back(candidate);
+      }
+    }
+  }
 
   static double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
   static bool draw_label(uint64_t base, double probability) {
@@ -244,6 +299,12 @@ struct SyntheticDataset::Impl {
       }
     }
 
+    if (history_length > 0) {
+      thread_local std::vector<uint64_t> items;
+      items.clear();
+      fill_history(count, scratch.base.data(), keys != nullptr ? &items : nullptr, logits);
+      if (keys != nullptr) feature_keys(uint32_t(num_tables), items.data(), items.size(), keys[num_tables]);
+    }
     for (size_t i = 0; i < n; ++i) {
       const double* pair = scratch.pair.data() + i * kTeacherDim;
       double all = 0.0;
@@ -311,6 +372,21 @@ SyntheticDataset::SyntheticDataset(const DataOptions& options) {
   m.eval_samples = options.synthetic_eval_samples;
   m.seed = options.data_seed;
   m.teacher_scale = options.teacher_scale;
+  if (options.synthetic_history_length < 0 || options.synthetic_history_length > (1 << 16)) {
+    throw Error("data.synthetic_history_length = " + std::to_string(options.synthetic_history_length) +
+                    " is outside [0, 65536]",
+                "give the longest history in events, or 0 for no history table");
+  }
+  m.history_length = options.synthetic_history_length;
+  if (m.history_length > 0) {
+    if (options.synthetic_history_vocab < int64_t(kInterestClusters)) {
+      throw Error("data.synthetic_history_vocab = " + std::to_string(options.synthetic_history_vocab) +
+                      " is below the " + std::to_string(kInterestClusters) + " interest clusters",
+                  "use at least " + std::to_string(kInterestClusters) + " items, e.g. 100000");
+    }
+    m.history_vocab = uint64_t(options.synthetic_history_vocab);
+    m.history_zipf.emplace_back((m.history_vocab + kInterestClusters - 1) / kInterestClusters, options.zipf_exponent);
+  }
   // Pairs grow as num_tables^2 and singles as num_tables: this keeps their share
   // of the logit similar for any table count.
   m.pair_weight = 1.0 / std::sqrt(double(std::max(1, m.num_tables - 1)));
@@ -373,7 +449,7 @@ SyntheticDataset::SyntheticDataset(const DataOptions& options) {
 }
 
 int SyntheticDataset::num_dense() const { return impl_->num_dense; }
-int SyntheticDataset::num_tables() const { return impl_->num_tables; }
+int SyntheticDataset::num_tables() const { return impl_->tables_with_history(); }
 
 int64_t SyntheticDataset::size(Stream stream) const {
   return stream == Stream::kTrain ? impl_->train_samples : impl_->eval_samples;
@@ -386,14 +462,15 @@ void SyntheticDataset::generate(Stream stream, int64_t first, int32_t count, Bat
                     ") are outside the stream of " + std::to_string(size(stream)) + " samples",
                 "clamp the range to SyntheticDataset::size()");
   }
-  if (batch.num_dense != m.num_dense || batch.tables.size() != size_t(m.num_tables)) {
+  const int tables = m.tables_with_history();
+  if (batch.num_dense != m.num_dense || batch.tables.size() != size_t(tables)) {
     if (batch.size != 0) {
       throw Error("synthetic batch has " + std::to_string(batch.num_dense) + " dense and " +
                       std::to_string(batch.tables.size()) + " tables, the dataset " +
-                      std::to_string(m.num_dense) + " and " + std::to_string(m.num_tables),
+                      std::to_string(m.num_dense) + " and " + std::to_string(tables),
                   "reset the batch with the dataset's num_dense() and num_tables()");
     }
-    batch.reset(m.num_dense, m.num_tables);
+    batch.reset(m.num_dense, tables);
   }
   if (count == 0) return;
   if (batch.size == 0) batch.first_sample = first;
@@ -404,7 +481,7 @@ void SyntheticDataset::generate(Stream stream, int64_t first, int32_t count, Bat
   batch.dense.resize((b0 + n) * size_t(m.num_dense));
   thread_local std::vector<uint64_t*> keys;
   thread_local std::vector<double> logits;
-  keys.resize(size_t(m.num_tables));
+  keys.resize(size_t(tables));
   logits.resize(n);
   for (int t = 0; t < m.num_tables; ++t) {
     SparseBags& bags = batch.tables[size_t(t)];
@@ -414,6 +491,18 @@ void SyntheticDataset::generate(Stream stream, int64_t first, int32_t count, Bat
     keys[size_t(t)] = bags.keys.data() + at;
     bags.offsets.reserve(b0 + n + 1);
     for (size_t i = 1; i <= n; ++i) bags.offsets.push_back(int32_t(at + i * h));
+  }
+  if (m.history_length > 0) {
+    SparseBags& bags = batch.tables[size_t(m.num_tables)];
+    size_t at = size_t(bags.offsets.back());
+    const size_t start = at;
+    bags.offsets.reserve(b0 + n + 1);
+    for (size_t i = 0; i < n; ++i) {
+      at += size_t(m.history_events(Impl::sample_base(seed, first + int64_t(i)))) + 1;
+      bags.offsets.push_back(int32_t(at));
+    }
+    bags.keys.resize(at);
+    keys[size_t(m.num_tables)] = bags.keys.data() + start;
   }
   m.fill(seed, first, count, batch.dense.data() + b0 * size_t(m.num_dense), keys.data(), logits.data());
   for (size_t i = 0; i < n; ++i) {

@@ -53,7 +53,7 @@ int text_num_dense(const DataOptions& options) {
 int text_num_tables(const DataOptions& options) {
   if (options.source == "criteo") return CriteoParser::kNumTables;
   if (options.source == "csv") return parse_csv_schema(options).num_tables;
-  if (options.source == "synthetic") return options.num_tables;
+  if (options.source == "synthetic") return options.num_tables + (options.synthetic_history_length > 0 ? 1 : 0);
   throw Error("data.source = '" + options.source + "' is unknown", "use criteo, csv or synthetic");
 }
 

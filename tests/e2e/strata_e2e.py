@@ -375,6 +375,27 @@ def case_tiered_exact_t4(r):
     tiered_matrix(r, 4)
 
 
+def case_din_tiered_equals_ps(r):
+    """DIN over the synthetic history table: tiered == ps bit for bit with one and
+    two trainers, also at an L1 small enough to evict; and it learns (eval AUC
+    well above chance, below the teacher's)."""
+    din = ["--model.kind=din", "--data.synthetic_history_length=24", "--train.steps=80"]
+    for trainers in (1, 2):
+        ranks = trainers + 2
+        ps = r.run(f"din_ps_t{trainers}", ranks, *din, f"--layout.trainers={trainers}", "--store.mode=ps")
+        tiered = r.run(f"din_tiered_t{trainers}", ranks, *din, f"--layout.trainers={trainers}", "--store.mode=tiered")
+        assert tiered["params_digest"] == ps["params_digest"], f"din, {trainers} trainers: tiered differs from ps"
+        window = int(tiered["levels"]["l1"]["max_window_rows"])
+        small = r.run(f"din_small_t{trainers}", ranks, *din, f"--layout.trainers={trainers}", "--store.mode=tiered",
+                      f"--store.l1_mb={megabytes(window)}", f"--store.l2_mb={megabytes(2 * window)}")
+        assert small["params_digest"] == ps["params_digest"], f"din, {trainers} trainers, small L1: digest differs"
+        assert small["levels"]["l1"]["evictions"] > 0, "the small L1 never evicted"
+        assert 0.6 < ps["eval_auc"] < ps["teacher_auc"], (ps["eval_auc"], ps["teacher_auc"])
+    dlrm = r.run("dlrm_history", 3, "--data.synthetic_history_length=24", "--train.steps=80")
+    assert dlrm["params_digest"] != ps["params_digest"]
+    print("din digest", ps["params_digest"][:16], "eval AUC", ps["eval_auc"], "teacher", ps["teacher_auc"])
+
+
 def run_case_from_command_line(cases):
     """The ctest entry of a case file: `FILE CASE --strata BIN --mpiexec MPIEXEC --workdir DIR`;
     `cases` maps each case name to its function (the module's case_* functions)."""
