@@ -218,5 +218,43 @@ TEST(Synthetic, ReaderShardsCoverTheStream) {
   EXPECT_THROW(again->seek({3, 0}), Error);
 }
 
+// The history table: one more table, target-last bags of 2..L+1 keys in the
+// history table's own key space, the same samples whatever the ranges, and
+// labels that depend on the history (the teacher beats the one without it).
+TEST(Synthetic, HistoryTableIsJaggedDeterministicAndInformative) {
+  DataOptions options;
+  options.num_tables = 4;
+  options.synthetic_history_length = 30;
+  options.synthetic_history_vocab = 5000;
+  const SyntheticDataset a(options);
+  ASSERT_EQ(a.num_tables(), 5);
+  const Drained whole = generate(a, Stream::kTrain, 0, 400);
+  std::set<int32_t> lengths;
+  for (int32_t n : whole.lengths[4]) {
+    EXPECT_GE(n, 2);
+    EXPECT_LE(n, 31);
+    lengths.insert(n);
+  }
+  EXPECT_GT(lengths.size(), 20u);  // jagged, not padded to L
+  const Drained middle = generate(a, Stream::kTrain, 100, 50);
+  size_t before = 0;
+  for (int i = 0; i < 100; ++i) before += size_t(whole.lengths[4][size_t(i)]);
+  EXPECT_TRUE(std::equal(middle.keys[4].begin(), middle.keys[4].end(), whole.keys[4].begin() + long(before)));
+  std::set<uint64_t> items(whole.keys[4].begin(), whole.keys[4].end());
+  EXPECT_LE(items.size(), 5000u);
+  EXPECT_GT(items.size(), 100u);
+
+  DataOptions plain = options;
+  plain.synthetic_history_length = 0;
+  EXPECT_EQ(SyntheticDataset(plain).num_tables(), 4);
+  EXPECT_GT(a.teacher_auc(20000), SyntheticDataset(plain).teacher_auc(20000) + 0.03);
+
+  options.synthetic_history_length = -1;
+  EXPECT_THROW(SyntheticDataset{options}, Error);
+  options.synthetic_history_length = 5;
+  options.synthetic_history_vocab = 10;
+  EXPECT_THROW(SyntheticDataset{options}, Error);
+}
+
 }  // namespace
 }  // namespace strata::data
