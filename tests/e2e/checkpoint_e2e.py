@@ -29,11 +29,11 @@ def checkpoints(directory):
     return sorted(p for p in glob.glob(os.path.join(directory, "ckpt-*.h5")))
 
 
-def resume_matches(r, mode, trainers):
+def resume_matches(r, mode, trainers, extra=()):
     """Stop at step 40 with a checkpoint, resume to 60: the same digest, eval
     metrics and loss at every metrics step as a run that never stopped."""
     ranks = trainers + 2
-    common = [f"--layout.trainers={trainers}", f"--store.mode={mode}", "--output.metrics_every=10"]
+    common = [f"--layout.trainers={trainers}", f"--store.mode={mode}", "--output.metrics_every=10", *extra]
     whole = r.run(f"{mode}_whole", ranks, *common, "--train.steps=60")
     ckpt = os.path.join(r.workdir, f"{mode}_ckpt")
     first = r.run(f"{mode}_first", ranks, *common, "--train.steps=40", "--checkpoint.dir=" + ckpt,
@@ -67,6 +67,11 @@ def case_resume_ps(r):
 
 def case_resume_tiered(r):
     resume_matches(r, "tiered", 2)
+
+
+def case_resume_din(r):
+    """Every model kind resumes exactly: DIN over the synthetic history table, tiered."""
+    resume_matches(r, "tiered", 2, ("--model.kind=din", "--data.synthetic_history_length=16"))
 
 
 def case_resume_files(r):
