@@ -30,11 +30,12 @@ class PrivateSlurm:
     def __init__(self, workdir):
         self.dir = os.path.join(workdir, "slurm")
         shutil.rmtree(self.dir, ignore_errors=True)
-        for sub in ("state", "spool", "log", "run"):
+        for sub in ("state", "spool", "log", "run", "tmp"):
             os.makedirs(os.path.join(self.dir, sub))
         self.conf = os.path.join(self.dir, "slurm.conf")
         self.env = dict(os.environ, SLURM_CONF=self.conf)
         self.pids = []
+        self.munged = None
 
     def write_conf(self):
         node = run(["slurmd", "-C"]).stdout.splitlines()[0]  # NodeName=... CPUs=... RealMemory=...
@@ -55,6 +56,7 @@ JobRequeue=1
 ReturnToService=2
 StateSaveLocation={d}/state
 SlurmdSpoolDir={d}/spool
+TmpFS={d}/tmp
 SlurmctldPidFile={d}/run/slurmctld.pid
 SlurmdPidFile={d}/run/slurmd.pid
 SlurmctldLogFile={d}/log/slurmctld.log
@@ -66,6 +68,11 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
         with open(self.conf, "w") as f:
             f.write(conf)
+        # PMIx puts per-step directories named by uid and job id (which restarts
+        # at 1 with fresh state) under TmpFS and this base; in /tmp a directory
+        # left by an earlier private Slurm would make every step fail to launch.
+        with open(os.path.join(d, "mpi.conf"), "w") as f:
+            f.write(f"PMIxCliTmpDirBase={d}/tmp\n")
 
     def start(self):
         for tool in ("munged", "slurmctld", "slurmd", "sbatch", "scancel", "scontrol", "mungekey"):
@@ -80,7 +87,18 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         if not os.path.exists("/etc/munge/munge.key"):
             run(["runuser", "-u", "munge", "--", "mungekey", "--create", "--force"])
         if run(["pgrep", "-x", "munged"], check=False).returncode != 0:
+            pidfile = "/run/munge/munged.pid"
+            if os.path.exists(pidfile):
+                os.remove(pidfile)  # stale: no munged runs
             run(["runuser", "-u", "munge", "--", "munged"])
+            # Ours to stop: a test leaves no daemon behind (one already running is
+            # the machine's). munged forks into the background; its pid file names
+            # the daemon, not the parent that runuser saw exit.
+            for _ in range(100):
+                if os.path.exists(pidfile) and open(pidfile).read().strip():
+                    self.munged = int(open(pidfile).read().strip())
+                    break
+                time.sleep(0.05)
         if run(["munge", "-n"], check=False).returncode != 0:
             skip("munged does not answer")
         for daemon in ("slurmctld", "slurmd"):
@@ -123,12 +141,13 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         return False
 
     def stop(self):
-        for pid in self.pids:
+        pids = self.pids + ([self.munged] if self.munged else [])
+        for pid in pids:
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
-        for pid in self.pids:
+        for pid in pids:
             for _ in range(100):
                 try:
                     os.kill(pid, 0)
