@@ -44,7 +44,7 @@ bool fail(LineError& error, int field, std::string why) {
 
 }  // namespace
 
-CriteoParser::CriteoParser() {
+CriteoParser::CriteoParser(bool strict) : strict_(strict) {
   for (int n = 0; n < 1024; ++n) small_log1p_[n] = dense_transform(double(n));
   for (int t = 0; t < kNumTables; ++t) empty_key_[t] = feature_key(uint32_t(t), std::string_view());
 }
@@ -76,6 +76,13 @@ bool CriteoParser::parse(std::string_view line, Batch& batch, LineError& error) 
   batch.dense.resize(at + kNumDense);
   float* dense = batch.dense.data() + at;
   for (int j = 0; j < kNumDense; ++j) {
+    if (!more && strict_) {
+      return fail(error, 1 + j,
+                  "the line ends after " + column_name(j) + ": " +
+                      (j + 1 == kNumDense ? column_name(kNumDense) + " is"
+                                          : column_name(1 + j) + ".." + column_name(kNumDense) + " are") +
+                      " missing (with data.strict only the trailing categoricals C1..C26 may be stripped)");
+    }
     const std::string_view field = next_field();
     if (field.empty()) {
       dense[j] = 0.0f;

@@ -122,20 +122,20 @@ bool CsvParser::parse(std::string_view line, Batch& batch, LineError& error) {
   const char* p = line.data();
   const char* const end = p + line.size();
   const char delimiter = schema_.delimiter;
-  bool more = true;  // false once the last field of the line is taken: the rest are empty
+  bool more = true;  // false once the last field of the line is taken
   const size_t dense_at = batch.dense.size();
   batch.dense.resize(dense_at + size_t(schema_.num_dense), 0.0f);
   float* dense = batch.dense.data() + dense_at;
   for (size_t c = 0; c < schema_.columns.size(); ++c) {
-    std::string_view field;
-    if (more) {
-      const char* stop = static_cast<const char*>(std::memchr(p, delimiter, size_t(end - p)));
-      field = std::string_view(p, size_t((stop ? stop : end) - p));
-      if (stop)
-        p = stop + 1;
-      else
-        more = false;
-    }
+    // A CSV line has every declared column: fields stripped from its end are not
+    // empty ones (only Criteo documents that), so a short line is malformed.
+    if (!more) return missing_columns(error, c);
+    const char* stop = static_cast<const char*>(std::memchr(p, delimiter, size_t(end - p)));
+    const std::string_view field(p, size_t((stop ? stop : end) - p));
+    if (stop)
+      p = stop + 1;
+    else
+      more = false;
     const CsvColumn& column = schema_.columns[c];
     switch (column.kind) {
       case CsvColumn::Kind::kLabel: {
@@ -184,9 +184,41 @@ bool CsvParser::parse(std::string_view line, Batch& batch, LineError& error) {
       ++fields;
     return fail(
         error, schema_.columns.size(),
-        std::to_string(fields) + " fields, expected at most " + std::to_string(schema_.columns.size()));
+        std::to_string(fields) + " fields, expected " + std::to_string(schema_.columns.size()) +
+            " (data.csv_columns)");
   }
   return true;
+}
+
+// The line ended after `present` fields: names the missing columns by their
+// groups in data.csv_columns, e.g. "columns 3-6 (dense:1, multi:1, skip:1, cat:1)".
+bool CsvParser::missing_columns(LineError& error, size_t present) const {
+  auto group = [](CsvColumn::Kind kind) {
+    switch (kind) {
+      case CsvColumn::Kind::kLabel: return "label";
+      case CsvColumn::Kind::kDense: return "dense";
+      case CsvColumn::Kind::kCategorical: return "cat";
+      case CsvColumn::Kind::kMultiHot: return "multi";
+      case CsvColumn::Kind::kSkip: return "skip";
+    }
+    return "?";
+  };
+  const size_t total = schema_.columns.size();
+  std::string groups;
+  for (size_t c = present; c < total;) {
+    size_t n = 1;
+    while (c + n < total && schema_.columns[c + n].kind == schema_.columns[c].kind) ++n;
+    const CsvColumn::Kind kind = schema_.columns[c].kind;
+    groups += (groups.empty() ? "" : ", ") + std::string(group(kind)) +
+              (kind == CsvColumn::Kind::kLabel ? std::string() : ":" + std::to_string(n));
+    c += n;
+  }
+  const std::string columns = present + 1 == total ? "column " + std::to_string(total)
+                                                   : "columns " + std::to_string(present + 1) + "-" +
+                                                         std::to_string(total);
+  return fail(error, present,
+              std::to_string(present) + (present == 1 ? " field" : " fields") + ", expected " +
+                  std::to_string(total) + " (data.csv_columns): " + columns + " (" + groups + ") missing");
 }
 
 }  // namespace strata::data

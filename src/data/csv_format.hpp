@@ -38,9 +38,12 @@ class CsvParser final : public LineParser {
   explicit CsvParser(CsvSchema schema);
   int num_dense() const override { return schema_.num_dense; }
   int num_tables() const override { return schema_.num_tables; }
+  // Every declared column must be present: a line with fewer fields is malformed.
   bool parse(std::string_view line, Batch& batch, LineError& error) override;
 
  private:
+  bool missing_columns(LineError& error, size_t present) const;
+
   CsvSchema schema_;
   std::vector<uint64_t> empty_key_;  // (num_tables) key of a missing categorical
 };

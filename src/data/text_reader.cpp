@@ -37,7 +37,7 @@ std::string quote_field(std::string_view text) {
 }
 
 std::unique_ptr<LineParser> make_line_parser(const DataOptions& options) {
-  if (options.source == "criteo") return std::make_unique<CriteoParser>();
+  if (options.source == "criteo") return std::make_unique<CriteoParser>(options.strict);
   if (options.source == "csv") return std::make_unique<CsvParser>(parse_csv_schema(options));
   throw Error("data.source = '" + options.source + "' has no text reader",
               "use data.source=criteo or csv for files (synthetic data comes from SyntheticDataset)");

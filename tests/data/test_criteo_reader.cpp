@@ -178,6 +178,46 @@ TEST(CriteoReader, StrictModeNamesFileLineColumnAndFix) {
   }
 }
 
+// Issue 15: with data.strict only the trailing categoricals may be stripped; a
+// line that ends before I13 (a label alone, say) is an error naming the file, the
+// line, the first missing column and what is missing. Without strict the README's
+// tolerance holds: every stripped trailing field is read as missing.
+TEST(CriteoReader, StrictModeAllowsOnlyStrippedCategoricals) {
+  ScratchDir dir;
+  DataOptions strict = criteo_options();
+  strict.strict = true;
+  const std::string ints = "\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13";
+  // Stripped categoricals, all or some: accepted, as their padded lines.
+  const Drained stripped = read_all(dir.file("cats.tsv", "1" + ints + "\n0" + ints + "\tab\t\tcd\n"), strict);
+  const Drained padded = read_all(
+      dir.file("cats_padded.tsv",
+               criteo_line("1", {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13"}, {}) + "\n" +
+                   criteo_line("0", {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13"},
+                               {"ab", "", "cd"}) +
+                   "\n"),
+      strict);
+  ASSERT_EQ(stripped.labels.size(), 2u);
+  EXPECT_EQ(stripped.dense, padded.dense);
+  EXPECT_EQ(stripped.keys, padded.keys);
+
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"1", ":2, column 2: the line ends after label: I1..I13 are missing"},
+      {"0\t7", ":2, column 3: the line ends after I1: I2..I13 are missing"},
+      {"1\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12", ":2, column 14: the line ends after I12: I13 is missing"},
+  };
+  for (const auto& [line, part] : cases) {
+    const std::string path = dir.file("short.tsv", numbered_criteo_line(0) + "\n" + line + "\n");
+    auto reader = open_text_reader(strict, path, 0, 1);
+    const std::string what = error_of([&] { testing::drain(*reader, 10, 13, 26); });
+    EXPECT_NE(what.find(path + part), std::string::npos) << what;
+    EXPECT_NE(what.find("C1..C26 may be stripped"), std::string::npos) << what;
+    // Not strict: read as missing values, not malformed.
+    auto lenient = open_text_reader(criteo_options(), path, 0, 1);
+    EXPECT_EQ(testing::drain(*lenient, 10, 13, 26).labels.size(), 2u) << line;
+    EXPECT_EQ(lenient->stats().malformed, 0) << line;
+  }
+}
+
 TEST(CriteoReader, OverlongLineIsMalformed) {
   ScratchDir dir;
   TextReaderTuning tuning;
