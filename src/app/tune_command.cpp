@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -14,6 +15,7 @@
 #include "common/error.hpp"
 #include "config/deck.hpp"
 #include "model/optimizers.hpp"
+#include "runtime/output_dir.hpp"
 #include "runtime/role_layout.hpp"
 #include "runtime/train_job.hpp"
 #include "runtime/window_estimate.hpp"
@@ -155,6 +157,16 @@ int run_tune_command(const std::vector<std::string>& args) {
   TrialOrder startup;
   if (root) {
     try {
+      // A new search never adds to another's trials.csv or reuses its trial-NNNNN
+      // folders; one that continues an Optuna study gets new trial numbers from it
+      // and appends (jobs/tune_sweep.sh run again).
+      const bool continues_study =
+          base.tune.plugin == "optuna" && !base.tune.study.empty() && std::filesystem::exists(base.tune.study);
+      if (base.output.overwrite || !continues_study) {
+        runtime::claim_output_dir(base.output.dir, base.output.overwrite, "strata tune",
+                                  ", or continue the search's own Optuna study (--tune.plugin=optuna "
+                                  "--tune.study=FILE) to add trials to it");
+      }
       tuner = std::make_unique<Tuner>(base.tune, SearchSpace::from_options(base.tune));
       log = std::make_unique<TrialLog>(base.output.dir, tuner->space(), tuner->objective());
       startup.run = true;
@@ -210,6 +222,7 @@ int run_tune_command(const std::vector<std::string>& args) {
       std::vector<std::string> best_args = with_overrides(args, overrides(best));
       RunOptions best_options = parse_run_options(best_args);
       best_options.output.dir = base.output.dir + "/best";
+      best_options.output.overwrite = false;  // a run of best.ini must not replace an earlier one unasked
       return to_ini(best_options);
     });
   }

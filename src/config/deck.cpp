@@ -94,6 +94,8 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("links.h2d_latency_us", o.links.h2d_latency_us, "modelled host-to-device latency per transfer, us");
 
   v("output.dir", o.output.dir, "receives metrics.jsonl and summary.json");
+  v("output.overwrite", o.output.overwrite,
+    "remove an earlier run's outputs in output.dir at start (else a run refuses that folder)");
   v("output.metrics_every", o.output.metrics_every, "steps between metrics.jsonl lines");
   v("output.progress_every", o.output.progress_every, "steps between progress lines");
   v("output.log_level", o.output.log_level, "trace | debug | info | warn | error");

@@ -101,6 +101,7 @@ struct LinksOptions {
 
 struct OutputOptions {
   std::string dir = "runs/latest";  // receives metrics.jsonl and summary.json
+  bool overwrite = false;           // replace the outputs of an earlier run in dir (else that is an error)
   int metrics_every = 50;           // steps between metrics.jsonl lines
   int progress_every = 50;          // steps between progress lines on rank 0
   std::string log_level = "info";   // trace | debug | info | warn | error

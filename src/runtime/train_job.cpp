@@ -15,6 +15,7 @@
 #include "data/synthetic.hpp"
 #include "io/metrics_writer.hpp"
 #include "runtime/checkpointing.hpp"
+#include "runtime/output_dir.hpp"
 #include "runtime/preemption.hpp"
 #include "runtime/producer_role.hpp"
 #include "runtime/role_layout.hpp"
@@ -166,6 +167,7 @@ int run_train_job(const RunOptions& options, MPI_Comm world) {
 }
 
 TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm world) {
+  if (!claim_train_output_dir(options, world)) return TrainJobResult{2, {}};  // rank 0 said why (exit 2: bad input)
   TrainJobResult result;
   RankContext context = split_roles(options.layout, world);
   init_logging(context.world_rank, role_name(context.role), options.output.log_level);
