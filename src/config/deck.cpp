@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "data/sequence_samples.hpp"  // the data.sequence_length law, checked with the deck
 
 namespace po = boost::program_options;
 
@@ -23,7 +24,8 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("layout.trainers", o.layout.trainers, "ranks that run the dense network (one per GPU or core)");
   v("layout.servers", o.layout.servers, "parameter-server ranks holding the sparse tables");
 
-  v("data.source", o.data.source, "criteo | csv | synthetic | hdf5 (from strata convert)");
+  v("data.source", o.data.source,
+    "criteo | csv | synthetic | hdf5 (from strata convert) | sequences (event file) | synthetic_sequences");
   v("data.train", o.data.train, "training file (criteo, csv, hdf5)");
   v("data.eval", o.data.eval, "held-out file (criteo, csv, hdf5)");
   v("data.strict", o.data.strict, "make the first malformed line fatal instead of skipping it");
@@ -41,6 +43,19 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("data.synthetic_history_length", o.data.synthetic_history_length,
     "synthetic: longest behaviour history of an extra target-last table (0 = none)");
   v("data.synthetic_history_vocab", o.data.synthetic_history_vocab, "synthetic: items of the history table");
+  v("data.sequence_timestamps", o.data.sequence_timestamps,
+    "sequences: event lines are 'user item timestamp [side...]' (false: 'user item [side...]', file order)");
+  v("data.sequence_side_columns", o.data.sequence_side_columns,
+    "sequences: names of the side columns after user, item [, timestamp], e.g. category");
+  v("data.sequence_header", o.data.sequence_header, "sequences: skip the first line of the event file");
+  v("data.max_seq_len", o.data.max_seq_len, "sequences: keep each user's most recent events (0 = all)");
+  v("data.sequence_negatives", o.data.sequence_negatives, "sequences: negative samples per positive event");
+  v("data.sequence_eval", o.data.sequence_eval,
+    "sequences: evaluate on each user's validation (second-to-last) or test (last) event");
+  v("data.sequence_users", o.data.sequence_users, "synthetic_sequences: users");
+  v("data.sequence_items", o.data.sequence_items, "synthetic_sequences: items");
+  v("data.sequence_length", o.data.sequence_length,
+    "synthetic_sequences: events per user, fixed:N | uniform:MIN:MAX | zipf:MIN:MAX[:EXPONENT]");
   v("data.zipf_exponent_end", o.data.zipf_exponent_end,
     "synthetic drift: training moves from zipf_exponent to this law (< 0 = none); a smaller value grows the hot set");
   v("data.teacher_scale", o.data.teacher_scale, "strength of the synthetic teacher's logit");
@@ -137,7 +152,8 @@ void visit_options(RunOptions& o, Visitor&& v) {
 // Keys whose value must be one of a fixed set.
 const std::map<std::string, std::vector<std::string>>& choices() {
   static const std::map<std::string, std::vector<std::string>> table = {
-      {"data.source", {"criteo", "csv", "synthetic", "hdf5"}},
+      {"data.source", {"criteo", "csv", "synthetic", "hdf5", "sequences", "synthetic_sequences"}},
+      {"data.sequence_eval", {"validation", "test"}},
       {"tune.sampler", {"tpe", "random", "cmaes"}},
       {"model.kind", {"dlrm", "din"}},
       {"model.pooling", {"sum", "mean"}},
@@ -333,8 +349,27 @@ void validate(const RunOptions& options) {
   if (options.train.steps == 0 && options.train.epochs < 1) {
     throw Error("train.steps = 0 and train.epochs < 1: nothing to train", "set train.epochs >= 1 or train.steps > 0");
   }
-  if (options.data.source != "synthetic" && options.data.train.empty()) {
+  if (options.data.source != "synthetic" && options.data.source != "synthetic_sequences" &&
+      options.data.train.empty()) {
     throw Error("data.source = " + options.data.source + " needs data.train", "set data.train = PATH in the deck");
+  }
+  if (options.data.source == "sequences" || options.data.source == "synthetic_sequences") {
+    if (!options.data.eval.empty()) {
+      throw Error("data.eval is set but data.source = " + options.data.source +
+                      " evaluates on each user's held-out last events (the SASRec split)",
+                  "remove data.eval; data.sequence_eval chooses the validation or the test event");
+    }
+    if (options.data.max_seq_len < 0) {
+      throw Error("data.max_seq_len = " + std::to_string(options.data.max_seq_len) + " is negative",
+                  "use 0 (every event) or the number of most recent events to keep");
+    }
+    require_positive("data.sequence_negatives", options.data.sequence_negatives);
+    if (options.data.source == "synthetic_sequences") {
+      require_positive("data.sequence_users", options.data.sequence_users);
+      require_positive("data.sequence_items", options.data.sequence_items);
+      data::SyntheticSequenceOptions law;
+      data::parse_sequence_length(options.data.sequence_length, law);
+    }
   }
   if (options.data.source == "csv" && options.data.csv_columns.empty()) {
     throw Error("data.source = csv needs data.csv_columns", "e.g. data.csv_columns = label,dense:13,cat:26");

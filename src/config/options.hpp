@@ -20,7 +20,7 @@ struct LayoutOptions {
 };
 
 struct DataOptions {
-  std::string source = "synthetic";  // criteo | csv | synthetic | hdf5 (written by strata convert)
+  std::string source = "synthetic";  // criteo | csv | synthetic | hdf5 (strata convert) | sequences | synthetic_sequences
   std::string train;                 // training file (criteo, csv, hdf5)
   std::string eval;                  // held-out file (criteo, csv, hdf5)
   bool strict = false;               // first malformed line is fatal instead of skipped
@@ -44,6 +44,17 @@ struct DataOptions {
   // 1..synthetic_history_length history items, then the candidate item.
   int synthetic_history_length = 0;            // longest history (0 = no history table)
   int64_t synthetic_history_vocab = 100000;    // items of the history table
+  // Behaviour sequences (source sequences: an event file; synthetic_sequences: generated),
+  // cut into click-through samples: history before an event, the event's item or a negative.
+  bool sequence_timestamps = true;             // event files: third column is a timestamp
+  std::string sequence_side_columns;           // event files: names of the columns after them
+  bool sequence_header = false;                // event files: skip the first line
+  int64_t max_seq_len = 0;                     // keep each user's most recent events (0 = all)
+  int sequence_negatives = 1;                  // negative samples per positive
+  std::string sequence_eval = "validation";    // validation (second-to-last event) | test (last)
+  int64_t sequence_users = 10000;              // synthetic_sequences: users
+  int64_t sequence_items = 100000;             // synthetic_sequences: items
+  std::string sequence_length = "uniform:3:200";  // synthetic_sequences: fixed:N | uniform:A:B | zipf:A:B[:s]
 };
 
 struct ModelOptions {

@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "data/hdf5_dataset.hpp"
+#include "data/sequence_samples.hpp"
 #include "data/synthetic.hpp"
 
 namespace strata::runtime {
@@ -18,10 +19,15 @@ std::unique_ptr<data::SampleReader> open_file_reader(const DataOptions& options,
   return data::open_text_reader(options, path, shard, num_shards);
 }
 
-class SyntheticBatchSource : public BatchSource {
+// Random-access sources: sample i of a stream is a pure function of i (synthetic CTR
+// data, and click-through samples cut from behaviour sequences).
+template <class Dataset>
+class IndexedBatchSource : public BatchSource {
  public:
-  SyntheticBatchSource(const RunOptions& options, std::vector<int> trainers, int total_trainers)
-      : dataset_(options.data),
+  IndexedBatchSource(Dataset dataset, const RunOptions& options, std::vector<int> trainers, int total_trainers,
+                     data::ParseStats stats = {})
+      : dataset_(std::move(dataset)),
+        stats_(stats),
         trainers_(std::move(trainers)),
         total_trainers_(total_trainers),
         batch_size_(options.train.batch_size),
@@ -56,11 +62,12 @@ class SyntheticBatchSource : public BatchSource {
     return true;
   }
 
-  data::ParseStats stats() const override { return {}; }
+  data::ParseStats stats() const override { return stats_; }
   bool has_eval() const override { return dataset_.size(data::Stream::kEval) > 0; }
 
  private:
-  data::SyntheticDataset dataset_;
+  Dataset dataset_;
+  data::ParseStats stats_;  // of the event file a sequence corpus was read from
   std::vector<int> trainers_;
   int total_trainers_;
   int64_t batch_size_;
@@ -177,6 +184,9 @@ DataShape data_shape(const DataOptions& options) {
     data::SyntheticDataset dataset(options);
     return {dataset.num_dense(), dataset.num_tables()};
   }
+  if (options.source == "sequences" || options.source == "synthetic_sequences") {
+    return {data::kSequenceSampleDense, data::sequence_sample_tables(options)};
+  }
   if (options.source == "hdf5") {
     const auto shape = data::read_hdf5_shape(options.train);
     return {shape.num_dense, shape.num_tables};
@@ -187,7 +197,17 @@ DataShape data_shape(const DataOptions& options) {
 std::unique_ptr<BatchSource> make_batch_source(const RunOptions& options, int producer, int producers,
                                                std::vector<int> trainers, int total_trainers) {
   if (options.data.source == "synthetic") {
-    return std::make_unique<SyntheticBatchSource>(options, std::move(trainers), total_trainers);
+    return std::make_unique<IndexedBatchSource<data::SyntheticDataset>>(data::SyntheticDataset(options.data), options,
+                                                                         std::move(trainers), total_trainers);
+  }
+  if (options.data.source == "sequences" || options.data.source == "synthetic_sequences") {
+    data::ParseStats stats;
+    data::SequenceSamples samples(data::load_sequence_corpus(options.data, &stats),
+                                  data::sequence_sample_options(options.data));
+    // Every producer reads the whole event file (grouping by user needs all of it);
+    // one of them reports its parse counts so the job's sum counts each line once.
+    return std::make_unique<IndexedBatchSource<data::SequenceSamples>>(
+        std::move(samples), options, std::move(trainers), total_trainers, producer == 0 ? stats : data::ParseStats{});
   }
   return std::make_unique<TextBatchSource>(options, producer, producers);
 }

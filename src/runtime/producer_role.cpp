@@ -263,6 +263,8 @@ bool Producer::all_done() const {
 bool run_has_eval(const RunOptions& options) {
   if (!options.train.eval) return false;
   if (options.data.source == "synthetic") return options.data.synthetic_eval_samples > 0;
+  // Held-out events of the sequences themselves (the SASRec split).
+  if (options.data.source == "sequences" || options.data.source == "synthetic_sequences") return true;
   return !options.data.eval.empty();
 }
 
