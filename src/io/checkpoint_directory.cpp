@@ -139,6 +139,27 @@ void remove_old_checkpoints(const std::string& dir, int keep) {
   }
 }
 
+int remove_all_checkpoints(const std::string& dir) {
+  const Listing listing = list_directory(dir);
+  std::string failures;
+  int removed = 0;
+  for (const auto* files : {&listing.complete, &listing.temporary}) {
+    for (const auto& [step, path] : *files) {
+      std::error_code ec;
+      if (fs::remove(path, ec)) {
+        removed += 1;
+      } else if (ec) {
+        failures += "\n  " + path + ": " + ec.message();
+      }
+    }
+  }
+  if (!failures.empty()) {
+    throw Error("cannot remove the checkpoints of '" + dir + "' (checkpoint.overwrite = true):" + failures,
+                "check the permissions of checkpoint.dir");
+  }
+  return removed;
+}
+
 std::vector<std::string> resume_candidates(const std::string& resume, const std::string& checkpoint_dir) {
   if (resume.empty()) return {};
   const auto from_directory = [](const std::string& dir, const std::string& how) {

@@ -31,6 +31,11 @@ std::vector<std::string> complete_checkpoints(const std::string& dir);
 // the files it could not remove.
 void remove_old_checkpoints(const std::string& dir, int keep);
 
+// Removes every checkpoint of `dir`, complete or .tmp (checkpoint.overwrite on
+// a fresh start); returns how many it removed. strata::Error (after removing
+// what it could) naming the files it could not remove.
+int remove_all_checkpoints(const std::string& dir);
+
 // The checkpoints --resume (checkpoint.resume) names, newest first:
 //   "" -> none (a fresh start); "latest" -> the complete checkpoints of
 //   checkpoint_dir; a directory -> its complete checkpoints; a file -> that file.

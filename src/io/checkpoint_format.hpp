@@ -35,6 +35,9 @@ constexpr const char* kSparseOptimizerAttr = "sparse_optimizer";
 constexpr const char* kDenseOptimizerStepsAttr = "dense_optimizer_steps";
 constexpr const char* kAdmissionCountersAttr = "admission_counters";
 constexpr const char* kChecksumNoteAttr = "checksums";
+// Optional (absent in files written before run ids): which run wrote the file.
+constexpr const char* kRunIdAttr = "run_id";
+constexpr const char* kDeckFingerprintAttr = "deck_fingerprint";
 
 // ---- groups and datasets ---------------------------------------------------------
 constexpr const char* kDense = "dense";

@@ -233,8 +233,17 @@ class CheckpointReader::Impl {
     }
     trainer_state();
     for (int p = 0; p < producers_.rows(); ++p) admission_counters(p);
-    if (!rows) return;
-    for (const BlockRecord& block : blocks_) read_rows(block.first_row, block.first_row + block.rows);
+    if (rows) verify_rows(0, 1);
+  }
+
+  void verify_rows(int part, int parts) const {
+    if (parts < 1 || part < 0 || part >= parts) {
+      throw Error(where() + ": share " + std::to_string(part) + " of " + std::to_string(parts) + " rows asked for",
+                  "ask for a share in 0 .. parts - 1");
+    }
+    const size_t blocks = blocks_.size();
+    const size_t first = blocks * size_t(part) / size_t(parts), last = blocks * size_t(part + 1) / size_t(parts);
+    for (size_t b = first; b < last; ++b) read_rows(blocks_[b].first_row, blocks_[b].first_row + blocks_[b].rows);
   }
 
  private:
@@ -353,6 +362,10 @@ class CheckpointReader::Impl {
     h.sparse_optimizer = hdf5_read_string_attribute(root, fmt::kSparseOptimizerAttr, where(), kDamagedFix);
     h.dense_optimizer_steps = int_attribute(root, fmt::kDenseOptimizerStepsAttr, 0, kAny);
     h.admission_counters = int_attribute(root, fmt::kAdmissionCountersAttr, 0, kAny);
+    for (auto [name, field] : {std::pair<const char*, std::string*>{fmt::kRunIdAttr, &h.run_id},
+                               {fmt::kDeckFingerprintAttr, &h.deck_fingerprint}}) {
+      if (hdf5_has_attribute(root, name)) *field = hdf5_read_string_attribute(root, name, where(), kDamagedFix);
+    }
     Hdf5Handle rng = data::hdf5_open_group(root, fmt::kRng, where(), kDamagedFix);
     h.train_seed = checkpoint_hdf5::read_uint64_attribute(rng.get(), fmt::kTrainSeedAttr, where() + ": /rng", kDamagedFix);
     h.data_seed = checkpoint_hdf5::read_uint64_attribute(rng.get(), fmt::kDataSeedAttr, where() + ": /rng", kDamagedFix);
@@ -596,5 +609,6 @@ std::vector<uint32_t> CheckpointReader::admission_counters(int producer) const {
   return impl_->admission_counters(producer);
 }
 void CheckpointReader::verify(bool rows) const { impl_->verify(rows); }
+void CheckpointReader::verify_rows(int part, int parts) const { impl_->verify_rows(part, parts); }
 
 }  // namespace strata::io

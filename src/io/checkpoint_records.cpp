@@ -52,6 +52,8 @@ std::string header_problem(const CheckpointHeader& h) {
       bad_string(fmt::kStoreModeAttr, h.store_mode, false),
       bad_string(fmt::kDenseOptimizerAttr, h.dense_optimizer, false),
       bad_string(fmt::kSparseOptimizerAttr, h.sparse_optimizer, false),
+      bad_string(fmt::kRunIdAttr, h.run_id, true),
+      bad_string(fmt::kDeckFingerprintAttr, h.deck_fingerprint, true),
   };
   std::string text;
   for (const std::string& problem : problems) {

@@ -35,6 +35,10 @@ struct CheckpointHeader {
   int64_t dense_optimizer_steps = 0;  // DenseOptimizer::steps_taken()
   uint64_t train_seed = 0, data_seed = 0;  // all randomness derives from these and the step
   int64_t admission_counters = 0;     // counters per sketch row (4 rows); 0 = no admission state
+  // Which run wrote it (io/checkpoint_identity.hpp); "" in files of a strata
+  // older than run ids (the attributes are optional: format version 1 still).
+  std::string run_id;                 // 16 hex digits, made at the run's fresh start, kept across resumes
+  std::string deck_fingerprint;       // 16 hex digits: XXH3-64 of the deck keys that change the numbers
 };
 
 // The trainer's open metrics window, so that a resumed run logs the same losses.

@@ -106,6 +106,7 @@ std::vector<char> pack_header(const CheckpointHeader& h) {
   p.pod(h.num_dense), p.pod(h.num_tables), p.pod(h.embedding_dim), p.pod(h.row_width);
   p.text(h.dense_optimizer), p.text(h.sparse_optimizer);
   p.pod(h.dense_optimizer_steps), p.pod(h.train_seed), p.pod(h.data_seed), p.pod(h.admission_counters);
+  p.text(h.run_id), p.text(h.deck_fingerprint);
   return std::move(p.bytes());
 }
 
@@ -122,6 +123,7 @@ CheckpointHeader unpack_header(const std::vector<char>& bytes) {
   h.dense_optimizer = u.text(), h.sparse_optimizer = u.text();
   h.dense_optimizer_steps = u.pod<int64_t>(), h.train_seed = u.pod<uint64_t>(), h.data_seed = u.pod<uint64_t>();
   h.admission_counters = u.pod<int64_t>();
+  h.run_id = u.text(), h.deck_fingerprint = u.text();
   return h;
 }
 
@@ -609,6 +611,8 @@ class CheckpointWriter::Impl {
     hdf5_write_string_attribute(root, fmt::kSparseOptimizerAttr, h.sparse_optimizer);
     hdf5_write_int_attribute(root, fmt::kDenseOptimizerStepsAttr, h.dense_optimizer_steps);
     hdf5_write_int_attribute(root, fmt::kAdmissionCountersAttr, h.admission_counters);
+    if (!h.run_id.empty()) hdf5_write_string_attribute(root, fmt::kRunIdAttr, h.run_id);
+    if (!h.deck_fingerprint.empty()) hdf5_write_string_attribute(root, fmt::kDeckFingerprintAttr, h.deck_fingerprint);
     hdf5_write_string_attribute(
         root, fmt::kChecksumNoteAttr,
         "xxh3_64 attributes: XXH3-64 (seed 0) of a dataset's bytes, little-endian, row-major; "

@@ -50,6 +50,21 @@ TEST(CheckpointDirectory, Names) {
   EXPECT_THROW(checkpoint_file_name(-1), Error);
 }
 
+TEST(CheckpointDirectory, RemoveAllTakesCompleteAndTemporaryCheckpointsOnly) {
+  const ScratchDirectory dir(MPI_COMM_SELF);
+  for (int64_t step : {10, 20}) touch(dir.file(checkpoint_file_name(step)));
+  touch(temporary_path(dir.file(checkpoint_file_name(30))));
+  touch(dir.file("notes.txt"));
+  touch(dir.file("ckpt-500.h5"));  // not a name strata writes
+  EXPECT_EQ(remove_all_checkpoints(dir.path()), 3);
+  EXPECT_TRUE(complete_checkpoints(dir.path()).empty());
+  EXPECT_FALSE(fs::exists(temporary_path(dir.file(checkpoint_file_name(30)))));
+  EXPECT_TRUE(fs::exists(dir.file("notes.txt")));
+  EXPECT_TRUE(fs::exists(dir.file("ckpt-500.h5")));
+  EXPECT_EQ(remove_all_checkpoints(dir.path()), 0);
+  EXPECT_EQ(remove_all_checkpoints(dir.file("missing")), 0);
+}
+
 TEST(CheckpointDirectory, PublishRenamesTheTemporary) {
   const ScratchDirectory dir(MPI_COMM_SELF);
   const std::string final_path = dir.file(checkpoint_file_name(7));

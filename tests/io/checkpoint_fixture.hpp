@@ -32,6 +32,7 @@ struct CheckpointCase {
   int64_t admission_counters = 16;  // per sketch row; 0 = none
   std::string dense_optimizer = "adam";
   bool rows = true;                 // false: no rank has rows
+  std::string run_id = "0123456789abcdef";  // "": a file written before run ids
 
   CheckpointHeader header() const {
     CheckpointHeader h;
@@ -57,6 +58,8 @@ struct CheckpointCase {
     h.train_seed = 0xfedcba9876543210ULL;  // above 2^63: must survive as unsigned
     h.data_seed = 2024;
     h.admission_counters = admission_counters;
+    h.run_id = run_id;
+    h.deck_fingerprint = run_id.empty() ? "" : "fedcba9876543210";
     return h;
   }
 

@@ -68,6 +68,8 @@ void expect_small_parts_equal(const CheckpointCase& c, const CheckpointReader& r
   EXPECT_EQ(got.train_seed, want.train_seed);
   EXPECT_EQ(got.data_seed, want.data_seed);
   EXPECT_EQ(got.admission_counters, want.admission_counters);
+  EXPECT_EQ(got.run_id, want.run_id);
+  EXPECT_EQ(got.deck_fingerprint, want.deck_fingerprint);
 
   const auto slices = reader.dense_slices();
   const auto want_slices = c.slices();

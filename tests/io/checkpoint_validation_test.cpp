@@ -151,6 +151,36 @@ TEST_F(CheckpointValidation, FlippedRowBytesAreFoundWhenRowsAreRead) {
   EXPECT_THROW(checkpoint_params_digest(path), Error);
 }
 
+TEST_F(CheckpointValidation, RowSharesCheckEveryBlockOnce) {
+  // 100 rows in blocks of 16: seven blocks, the third ([32, 48)) damaged. However
+  // many ranks split the check, exactly the one whose share holds it fails.
+  const SparseRows rows = c_.rows_on(0);
+  std::vector<float> pattern(rows.values.begin() + ptrdiff_t(37 * size_t(c_.width)),
+                             rows.values.begin() + ptrdiff_t(37 * size_t(c_.width) + size_t(c_.dim)));
+  const size_t at = find_bytes(bytes_, pattern.data(), pattern.size() * sizeof(float));
+  const std::string path = corrupt("share-flip.h5", [&](std::vector<char>& b) { b[at + 1] ^= 0x10; });
+  const CheckpointReader good(MPI_COMM_SELF, good_), damaged(MPI_COMM_SELF, path);
+  constexpr int kBlocks = 7, kDamagedBlock = 2;
+  for (int parts = 1; parts <= 9; ++parts) {
+    int failed = 0;
+    for (int part = 0; part < parts; ++part) {
+      EXPECT_NO_THROW(good.verify_rows(part, parts)) << part << " of " << parts;
+      const bool holds = kBlocks * part / parts <= kDamagedBlock && kDamagedBlock < kBlocks * (part + 1) / parts;
+      try {
+        damaged.verify_rows(part, parts);
+        EXPECT_FALSE(holds) << "share " << part << " of " << parts << " missed the damaged block";
+      } catch (const Error& e) {
+        failed += 1;
+        EXPECT_TRUE(holds) << e.what();
+        EXPECT_NE(std::string(e.what()).find("rows [32, 48) of /sparse/values"), std::string::npos) << e.what();
+      }
+    }
+    EXPECT_EQ(failed, 1) << parts << " parts";
+  }
+  EXPECT_THROW(good.verify_rows(2, 2), Error);
+  EXPECT_THROW(good.verify_rows(0, 0), Error);
+}
+
 TEST_F(CheckpointValidation, FlippedDenseAndProducerBytesAreFoundByValidation) {
   const std::vector<float> dense = c_.dense_values();
   const size_t at = find_bytes(bytes_, dense.data() + 40, 8 * sizeof(float));
