@@ -122,6 +122,8 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("checkpoint.keep", o.checkpoint.keep, "complete checkpoints kept (older ones are removed)");
   v("checkpoint.resume", o.checkpoint.resume,
     "resume from DIR | FILE | latest (newest in checkpoint.dir) | auto (latest if any, else fresh); also --resume");
+  v("checkpoint.overwrite", o.checkpoint.overwrite,
+    "remove at start the checkpoints in checkpoint.dir this run does not continue (else such a directory is refused)");
 
   v("tune.plugin", o.tune.plugin, "grid | random | optuna | /path/to/plugin.so");
   v("tune.trials", o.tune.trials, "trials to run in this invocation");

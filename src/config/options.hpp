@@ -125,6 +125,7 @@ struct CheckpointOptions {
   double every_seconds = 0;   // write one every S seconds of training (0 = off)
   int keep = 3;               // complete checkpoints kept; older ones are removed
   std::string resume;         // DIR | FILE | latest (newest complete one in dir); empty = fresh start
+  bool overwrite = false;     // remove at start the checkpoints in dir this run does not continue (else: refuse dir)
 };
 
 // strata tune: a search over runs. Each tune.space_* key is empty (not searched),

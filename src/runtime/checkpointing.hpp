@@ -46,10 +46,15 @@ std::string checkpoint_temporary(const RunOptions& options, int64_t step);
 void publish_checkpoint_file(const RunOptions& options, int64_t step, double seconds);
 
 // Collective over `world`: rank 0 resolves checkpoint.resume (a file, a
-// directory or "latest"), validates candidates newest first against this run's
-// shapes, logs every fallback, and broadcasts the chosen path. strata::Error on
-// every rank when none is usable. "auto" is "latest" when checkpoint.dir
-// holds a complete checkpoint and a fresh start (empty path) when it holds none.
+// directory or "latest") and checks each candidate, newest first: its deck must
+// match this run's in every key that changes the numbers (a difference is an
+// error naming each key, io/checkpoint_identity.hpp), its structure, shapes and
+// dense checksums must hold (rank 0), and so must the checksums of its rows,
+// which every rank checks a share of; the ranks agree on the outcome before
+// any of them moves on, and a damaged file falls back to the next older one
+// with a warning naming it and why. strata::Error, the same on every rank, when
+// none is usable. "auto" is "latest" when checkpoint.dir holds a complete
+// checkpoint and a fresh start (empty path) when it holds none.
 std::string choose_resume_checkpoint(const RunOptions& options, MPI_Comm world);
 
 // The run that resumes from `path`, with its header (same on every rank).
@@ -58,5 +63,17 @@ struct ResumePoint {
   io::CheckpointHeader header;
   bool active() const { return !path.empty(); }
 };
+
+// Collective over `world`, before any role starts: creates checkpoint.dir,
+// chooses the checkpoint to resume (choose_resume_checkpoint), and settles the
+// run id every checkpoint of this job carries: the resumed checkpoint's, or a
+// new one at a fresh start. A fresh start refuses a checkpoint.dir that holds
+// checkpoints, and a resume one that holds checkpoints of another run id,
+// unless checkpoint.overwrite = true, which removes them first. strata::Error,
+// the same on every rank, naming the directory or file and the fixes.
+ResumePoint prepare_checkpoints(const RunOptions& options, MPI_Comm world);
+
+// This job's run id, as prepare_checkpoints agreed it ("" before that).
+const std::string& run_id();
 
 }  // namespace strata::runtime

@@ -176,34 +176,17 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
   comm::LinkModel::configure(links);
   if (context.world_rank == 0 && links.enabled()) spdlog::info("link model ON: {}", links.describe());
   install_preemption_handlers();
-  if (!options.checkpoint.dir.empty()) {
-    int ok = 1;
-    std::string why;
-    if (context.world_rank == 0) {
-      std::error_code error;
-      std::filesystem::create_directories(options.checkpoint.dir, error);
-      if (error) ok = 0, why = error.message();
-    }
-    comm::check_mpi(MPI_Bcast(&ok, 1, MPI_INT, 0, world), "MPI_Bcast");
-    if (!ok) {
-      throw Error("checkpoint.dir '" + options.checkpoint.dir + "' cannot be created: " + why,
-                  "point checkpoint.dir at a writable directory");
-    }
-  }
   ResumePoint resume;
-  if (!options.checkpoint.resume.empty()) {
-    try {
-      resume.path = choose_resume_checkpoint(options, world);
-    } catch (const Error& e) {
-      // The same on every rank: one message, a clean exit with the usage code.
-      if (context.world_rank == 0) std::fprintf(stderr, "strata: error: %s\n", e.what());
-      MPI_Comm_free(&context.role_comm);
-      result.exit_code = 2;
-      return result;
-    }
+  try {
+    resume = prepare_checkpoints(options, world);
+  } catch (const Error& e) {
+    // The same on every rank: one message, a clean exit with the usage code.
+    if (context.world_rank == 0) std::fprintf(stderr, "strata: error: %s\n", e.what());
+    MPI_Comm_free(&context.role_comm);
+    result.exit_code = 2;
+    return result;
   }
   if (resume.active()) {
-    resume.header = io::CheckpointReader(MPI_COMM_SELF, resume.path).header();
     if (context.world_rank == 0 && (resume.header.trainers != options.layout.trainers ||
                                     resume.header.producers != options.layout.producers ||
                                     resume.header.servers != options.layout.servers)) {
