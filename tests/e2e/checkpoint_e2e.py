@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """End-to-end tests of checkpoints: exact restart in both store modes, resharding
-onto other layouts, preemption by signal, ranks killed mid-step, and damaged
-files. Real mpirun jobs of the strata binary; run by ctest (tests/e2e/CMakeLists.txt).
+onto other layouts, preemption by signal, ranks killed mid-step, damaged
+files, and run identity (a used checkpoint.dir refused, decks that differ in a
+key that changes the numbers refused). Real mpirun jobs of the strata binary; run by ctest (tests/e2e/CMakeLists.txt).
 
 usage: checkpoint_e2e.py CASE --strata BIN --mpiexec MPIEXEC --workdir DIR
 """
 import glob
+import hashlib
 import json
 import os
 import random
@@ -18,6 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from strata_e2e import TINY, run_case_from_command_line  # noqa: E402
 
 PREEMPTED = 85  # runtime/preemption.hpp
+BAD_INPUT = 2   # README: a bad deck, command line or input file
 
 
 def metrics(run_dir):
@@ -256,6 +259,159 @@ def case_damaged_checkpoints(r):
     r.expect_error("missing", 4, "--layout.trainers=2", "--resume=" + os.path.join(r.workdir, "none"),
                    contains=["none"])
     print("damaged files refused; latest fell back from", os.path.basename(newest), "to", os.path.basename(good))
+
+
+def sha256s(directory):
+    """{file name: sha256} of every file in `directory`."""
+    out = {}
+    for name in sorted(os.listdir(directory)):
+        with open(os.path.join(directory, name), "rb") as f:
+            out[name] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+def expect_refused(r, name, ranks, *options, contains):
+    """A run that must stop with the bad-input exit code and one message holding every part of `contains`."""
+    proc = r.run(name, ranks, *options, expect_ok=False)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == BAD_INPUT, f"{name}: exit {proc.returncode}, expected {BAD_INPUT}\n{text[-3000:]}"
+    for needle in contains:
+        assert needle in text, f"{name}: message lacks '{needle}':\n{text[-3000:]}"
+    assert text.count("strata: error:") == 1, f"{name}: the error must be printed once:\n{text[-3000:]}"
+    return text
+
+
+def case_used_dir_refused(r):
+    """A fresh run (no --resume) refuses a checkpoint.dir holding another run's
+    checkpoints, naming the directory and the three fixes, and changes none of
+    its files; so does a resume of another run that would write into it."""
+    ckpt = os.path.join(r.workdir, "ckpt")
+    common = ["--layout.trainers=2", "--train.steps=40", "--checkpoint.every_steps=20"]
+    r.run("first", 4, *common, "--checkpoint.dir=" + ckpt)
+    before = sha256s(ckpt)
+    assert sorted(before) == ["ckpt-0000000020.h5", "ckpt-0000000040.h5"], before
+    expect_refused(r, "second", 4, *common, "--train.seed=2", "--checkpoint.dir=" + ckpt,
+                   contains=[ckpt, "--resume=latest", "checkpoint.dir", "--checkpoint.overwrite=true"])
+    assert sha256s(ckpt) == before, "a refused run changed the checkpoints"
+    # Without checkpoints of its own cadence too: a preemption would write there.
+    expect_refused(r, "second_no_cadence", 4, "--layout.trainers=2", "--checkpoint.dir=" + ckpt,
+                   contains=[ckpt, "--checkpoint.overwrite=true"])
+    # Another run's checkpoint resumed into this directory would overwrite its files as well.
+    other = os.path.join(r.workdir, "other")
+    r.run("other", 4, "--layout.trainers=2", "--train.steps=20", "--checkpoint.every_steps=20",
+          "--checkpoint.dir=" + other)
+    expect_refused(r, "other_into_ckpt", 4, *common, "--checkpoint.dir=" + ckpt,
+                   "--resume=" + checkpoints(other)[-1], contains=[ckpt, "another run", "--checkpoint.overwrite=true"])
+    assert sha256s(ckpt) == before, "a refused resume changed the checkpoints"
+    # The run that owns the directory continues it.
+    resumed = r.run("resumed", 4, "--layout.trainers=2", "--train.steps=60", "--checkpoint.every_steps=20",
+                    "--checkpoint.dir=" + ckpt, "--resume=latest")
+    assert resumed["checkpoints"]["resumed_from_step"] == 40 and resumed["steps"] == 60
+    assert sorted(os.path.basename(p) for p in checkpoints(ckpt))[-1] == "ckpt-0000000060.h5"
+    print("fresh run and another run's resume refused (exit 2), files unchanged; the owner resumed")
+
+
+def case_overwrite(r):
+    """--checkpoint.overwrite=true: a fresh run removes the old checkpoints first
+    (before it writes anything), and what it leaves is its own."""
+    ckpt = os.path.join(r.workdir, "ckpt")
+    r.run("old", 4, "--layout.trainers=2", "--train.steps=40", "--checkpoint.every_steps=20",
+          "--checkpoint.dir=" + ckpt)
+    assert len(checkpoints(ckpt)) == 2
+    with open(os.path.join(ckpt, "ckpt-0000000040.h5.tmp"), "w") as f:
+        f.write("an interrupted write")
+    with open(os.path.join(ckpt, "notes.txt"), "w") as f:
+        f.write("not a checkpoint")
+    proc = r.run("new", 4, "--layout.trainers=2", "--train.seed=2", "--train.steps=20", "--checkpoint.every_steps=20",
+                 "--checkpoint.dir=" + ckpt, "--checkpoint.overwrite=true", expect_ok=False)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-3000:]
+    assert "checkpoint.overwrite = true: removed 3 checkpoint file(s)" in text, text[-3000:]
+    # The old run's step-40 file would have survived a run that only overwrote step 20.
+    assert sorted(os.listdir(ckpt)) == ["ckpt-0000000020.h5", "notes.txt"], os.listdir(ckpt)
+    # Its checkpoints are the new run's: they resume with its deck (seed 2), not the old one's.
+    whole = r.run("new_whole", 4, "--layout.trainers=2", "--train.seed=2", "--train.steps=40")
+    resumed = r.run("new_resumed", 4, "--layout.trainers=2", "--train.seed=2", "--train.steps=40",
+                    "--checkpoint.dir=" + ckpt, "--resume=latest")
+    assert resumed["params_digest"] == whole["params_digest"]
+    expect_refused(r, "old_deck", 4, "--layout.trainers=2", "--train.steps=40", "--checkpoint.dir=" + ckpt,
+                   "--resume=latest", contains=["train.seed: '2' in the checkpoint, '1' in this run"])
+    print("overwrite removed the old files first; the new run's checkpoints resume with its deck")
+
+
+def case_resume_deck_changed(r):
+    """A resume whose deck differs in a key that changes the numbers is refused
+    naming each key with both values; keys of run length, outputs and layout may
+    differ, and the run still ends at the uninterrupted digest."""
+    ckpt = os.path.join(r.workdir, "ckpt")
+    whole = r.run("whole", 4, "--layout.trainers=2", "--train.steps=60")
+    r.run("first", 4, "--layout.trainers=2", "--train.steps=40", "--checkpoint.every_steps=20",
+          "--checkpoint.dir=" + ckpt)
+    before = sha256s(ckpt)
+    latest = ["--checkpoint.dir=" + ckpt, "--resume=latest", "--train.steps=60"]
+    expect_refused(r, "seed", 4, "--layout.trainers=2", *latest, "--train.seed=2",
+                   contains=["train.seed: '1' in the checkpoint, '2' in this run", checkpoints(ckpt)[-1]])
+    expect_refused(r, "lr_and_dim", 4, "--layout.trainers=2", *latest, "--optim.dense_lr=0.002",
+                   "--model.embedding_dim=4", "--model.bottom_mlp=32,4",
+                   contains=["optim.dense_lr: '0.001' in the checkpoint, '0.002' in this run",
+                             "model.embedding_dim: '8' in the checkpoint, '4' in this run", "model.bottom_mlp"])
+    expect_refused(r, "global_batch", 4, "--layout.trainers=2", *latest, "--train.batch_size=64",
+                   contains=["train.batch_size", "global batch"])
+    assert sha256s(ckpt) == before
+    # train.steps (40 -> 60) and output cadence differ: allowed, and exact.
+    resumed = r.run("longer", 4, "--layout.trainers=2", *latest, "--output.metrics_every=7",
+                    "--output.progress_every=3", "--checkpoint.keep=5")
+    assert resumed["checkpoints"]["resumed_from_step"] == 40 and resumed["steps"] == 60
+    assert resumed["params_digest"] == whole["params_digest"]
+    print("changed seed, lr, shape, global batch refused by name; a longer run resumed to the same digest")
+
+
+def damage_sparse_values(strata, path):
+    """Writes 4 bytes of 0xff inside /sparse/values of `path` (found with
+    `strata ckpt verify`, which names the dataset whose rows fail) and returns
+    the verify message."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        original = f.read()
+    for offset in range(size // 8, size - 4, max(size // 97, 1)):
+        with open(path, "r+b") as f:
+            f.seek(offset)
+            f.write(b"\xff\xff\xff\xff")
+        proc = subprocess.run([strata, "ckpt", "verify", path], capture_output=True, text=True)
+        if proc.returncode != 0 and "of /sparse/values do not match their checksum" in proc.stderr:
+            return proc.stderr
+        with open(path, "r+b") as f:
+            f.seek(offset)
+            f.write(original[offset:offset + 4])
+    raise AssertionError(f"no offset of {path} lies in /sparse/values")
+
+
+def case_damaged_sparse_rows(r):
+    """A damaged row block in the newest checkpoint: --resume=latest and
+    --resume=auto fall back to the previous good file, say which file and why,
+    and end at the uninterrupted digest; naming the damaged file is a clear error."""
+    ckpt = os.path.join(r.workdir, "ckpt")
+    whole = r.run("whole", 4, "--layout.trainers=2", "--train.steps=60")
+    r.run("first", 4, "--layout.trainers=2", "--train.steps=40", "--checkpoint.every_steps=20",
+          "--checkpoint.dir=" + ckpt)
+    good, newest = checkpoints(ckpt)[-2:]
+    damage_sparse_values(r.strata, newest)
+    for resume in ("latest", "auto"):
+        proc = r.run("fallback_" + resume, 4, "--layout.trainers=2", "--train.steps=60", "--checkpoint.dir=" + ckpt,
+                     "--resume=" + resume, expect_ok=False)
+        text = proc.stdout + proc.stderr
+        assert proc.returncode == 0, text[-3000:]
+        assert f"checkpoint {newest} is not usable" in text and "/sparse/values" in text, text[-3000:]
+        assert f"resuming from {good}" in text, text[-3000:]
+        with open(os.path.join(r.workdir, "fallback_" + resume, "summary.json")) as f:
+            s = json.load(f)
+        assert s["checkpoints"]["resumed_from_step"] == 20, s["checkpoints"]
+        assert s["params_digest"] == whole["params_digest"], f"{resume}: fallback resumed different numbers"
+    # The damaged file named on its own has nothing to fall back to.
+    expect_refused(r, "named", 4, "--layout.trainers=2", "--train.steps=60", "--resume=" + newest,
+                   contains=[newest, "/sparse/values", "checksum"])
+    print("damaged /sparse/values of", os.path.basename(newest), "-> fell back to", os.path.basename(good),
+          "with the uninterrupted digest")
 
 
 if __name__ == "__main__":
