@@ -61,7 +61,7 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("data.teacher_scale", o.data.teacher_scale, "strength of the synthetic teacher's logit");
   v("data.data_seed", o.data.data_seed, "seed of the synthetic data and its teacher");
 
-  v("model.kind", o.model.kind, "the network: dlrm | din (target attention over the history table)");
+  v("model.kind", o.model.kind, "the network: dlrm | din (target attention over the history table) | sasrec (next-item self-attention)");
   v("model.embedding_dim", o.model.embedding_dim, "width of every embedding row");
   v("model.bottom_mlp", o.model.bottom_mlp, "bottom MLP widths; the last equals embedding_dim");
   v("model.top_mlp", o.model.top_mlp, "top MLP hidden widths (a width-1 output is added)");
@@ -70,6 +70,10 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("model.din_history_table", o.model.din_history_table,
     "din: table whose bags are history items then the candidate (-1 = the last table)");
   v("model.din_attention_mlp", o.model.din_attention_mlp, "din: activation unit hidden widths (a width-1 output is added)");
+  v("model.sasrec_blocks", o.model.sasrec_blocks, "sasrec: self-attention blocks");
+  v("model.sasrec_heads", o.model.sasrec_heads, "sasrec: attention heads (must divide embedding_dim)");
+  v("model.sasrec_max_len", o.model.sasrec_max_len,
+    "sasrec: longest history, rows of the positional embedding (>= data.max_seq_len)");
 
   v("optim.dense", o.optim.dense, "adam | adagrad | sgd for the dense weights");
   v("optim.dense_lr", o.optim.dense_lr, "dense learning rate");
@@ -157,7 +161,7 @@ const std::map<std::string, std::vector<std::string>>& choices() {
       {"data.source", {"criteo", "csv", "synthetic", "hdf5", "sequences", "synthetic_sequences"}},
       {"data.sequence_eval", {"validation", "test"}},
       {"tune.sampler", {"tpe", "random", "cmaes"}},
-      {"model.kind", {"dlrm", "din"}},
+      {"model.kind", {"dlrm", "din", "sasrec"}},
       {"model.pooling", {"sum", "mean"}},
       {"optim.dense", {"adam", "adagrad", "sgd"}},
       {"optim.sparse", {"adagrad", "sgd"}},

@@ -4,17 +4,24 @@
 #include "common/error.hpp"
 #include "model/din.hpp"
 #include "model/dlrm.hpp"
+#include "model/sasrec.hpp"
 
 namespace strata::model {
 
+void Model::score_candidates(const data::Batch&, const std::vector<const float*>&, std::vector<float>&) {
+  throw Error("model.kind " + kind() + " does not rank items",
+              "use a next-item model (model.kind = sasrec) for ranked evaluation");
+}
+
 const std::vector<std::string>& model_kinds() {
-  static const std::vector<std::string> kinds = {"dlrm", "din"};
+  static const std::vector<std::string> kinds = {"dlrm", "din", "sasrec"};
   return kinds;
 }
 
 std::unique_ptr<Model> make_model(const ModelOptions& options, int num_dense, int num_tables, uint64_t seed) {
   if (options.kind == "dlrm") return std::make_unique<Dlrm>(options, num_dense, num_tables, seed);
   if (options.kind == "din") return std::make_unique<Din>(options, num_dense, num_tables, seed);
+  if (options.kind == "sasrec") return std::make_unique<Sasrec>(options, num_dense, num_tables, seed);
   std::string known;
   for (const auto& kind : model_kinds()) known += (known.empty() ? "" : " | ") + kind;
   throw Error("unknown model.kind '" + options.kind + "'", "set model.kind to one of " + known);

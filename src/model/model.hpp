@@ -39,6 +39,14 @@ class Model {
 
   // Click probabilities of a batch: probs (B). Gradients are left untouched.
   virtual void predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) = 0;
+
+  // Next-item models rank candidates rather than predict clicks.
+  virtual bool ranks_items() const { return false; }
+  // scores: for each sample b, one score per key of its candidates bag (table 1), in
+  // bag order, concatenated (sum_b C_b entries). Gradients are left untouched. The
+  // default throws strata::Error "model.kind X does not rank items".
+  virtual void score_candidates(const data::Batch& batch, const std::vector<const float*>& rows,
+                                std::vector<float>& scores);
 };
 
 // The model.kind values make_model accepts.

@@ -1,0 +1,466 @@
+// Sasrec: item + positional embedding, pre-LN causal transformer blocks, final LN,
+// dot-product scores against the candidates' rows. Every activation is a jagged
+// (total_tokens, dim) buffer in sample order then history position; buffers grow with
+// the batch and are then reused. Every sum over tokens runs in token order, so a step
+// is bit-reproducible.
+#include "model/sasrec.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/host/attention.hpp"
+#include "backend/host/host_kernels.hpp"
+#include "common/error.hpp"
+#include "common/rng.hpp"
+#include "model/linear.hpp"
+
+namespace strata::model {
+
+namespace host = backend::host;
+
+namespace {
+
+constexpr uint64_t kPositionInitStream = 0x736173726563706fULL;  // "sasrecpo"
+constexpr float kLayerNormEps = 1e-6f;
+
+// softplus(x) = log(1 + e^x) without overflow.
+double softplus(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }
+float sigmoid(float x) {
+  if (x >= 0.0f) return 1.0f / (1.0f + std::exp(-x));
+  const float e = std::exp(x);
+  return e / (1.0f + e);
+}
+
+float dot(const float* a, const float* b, int n) {
+  float s = 0.0f;
+  for (int d = 0; d < n; ++d) s += a[d] * b[d];
+  return s;
+}
+
+// LayerNorm over the last axis, y = gain * (x - mean) / sqrt(var + eps) + bias, with the
+// learned gain (dim) and bias (dim) as slices of the dense buffer. The model's only
+// use of it, so it lives here rather than beside Linear.
+class LayerNorm {
+ public:
+  LayerNorm(DenseParameters& params, const std::string& name, int dim)
+      : dim_(dim), gain_(params.add(name + ".gain", {dim})), bias_(params.add(name + ".bias", {dim})) {}
+
+  void init(DenseParameters& params) const {
+    std::fill_n(params.values(gain_), dim_, 1.0f);
+    std::fill_n(params.values(bias_), dim_, 0.0f);
+  }
+
+  // y (rows, dim) from x (rows, dim); mean and rstd (rows) kept for backward.
+  void forward(const DenseParameters& params, const float* x, int rows, float* y, float* mean,
+               float* rstd) const {
+    const float* g = params.values().data() + gain_;
+    const float* b = params.values().data() + bias_;
+    const int D = dim_;
+    for (int r = 0; r < rows; ++r) {
+      const float* xr = x + size_t(r) * D;
+      double sum = 0.0;
+      for (int d = 0; d < D; ++d) sum += xr[d];
+      const double mu = sum / D;
+      double var = 0.0;
+      for (int d = 0; d < D; ++d) var += (xr[d] - mu) * (xr[d] - mu);
+      const float m = float(mu), s = float(1.0 / std::sqrt(var / D + double(kLayerNormEps)));
+      mean[r] = m;
+      rstd[r] = s;
+      float* yr = y + size_t(r) * D;
+      for (int d = 0; d < D; ++d) yr[d] = g[d] * ((xr[d] - m) * s) + b[d];
+    }
+  }
+
+  // dx (rows, dim) += d/dx given dy (rows, dim); d gain, d bias written, summed over
+  // rows in ascending order from zero.
+  void backward(DenseParameters& params, const float* x, const float* mean, const float* rstd,
+                const float* dy, int rows, float* dx) const {
+    const float* g = params.values().data() + gain_;
+    float* dg = params.grads(gain_);
+    float* db = params.grads(bias_);
+    const int D = dim_;
+    std::fill_n(dg, D, 0.0f);
+    std::fill_n(db, D, 0.0f);
+    for (int r = 0; r < rows; ++r) {
+      const float* xr = x + size_t(r) * D;
+      const float* dyr = dy + size_t(r) * D;
+      const float m = mean[r], s = rstd[r];
+      float sum_g = 0.0f, sum_gx = 0.0f;
+      for (int d = 0; d < D; ++d) {
+        const float xhat = (xr[d] - m) * s, gd = dyr[d] * g[d];
+        sum_g += gd;
+        sum_gx += gd * xhat;
+        dg[d] += dyr[d] * xhat;
+        db[d] += dyr[d];
+      }
+      const float mean_g = sum_g / float(D), mean_gx = sum_gx / float(D);
+      float* dxr = dx + size_t(r) * D;
+      for (int d = 0; d < D; ++d) {
+        const float xhat = (xr[d] - m) * s;
+        dxr[d] += s * (dyr[d] * g[d] - mean_g - xhat * mean_gx);
+      }
+    }
+  }
+
+ private:
+  int dim_;
+  size_t gain_;
+  size_t bias_;
+};
+
+// The layers of one block, registered as "block.<l>.*".
+struct SasrecBlock {
+  LayerNorm ln1;
+  Linear query, key, value, output;
+  LayerNorm ln2;
+  Linear ffn_in, ffn_out;
+
+  SasrecBlock(DenseParameters& params, const std::string& name, int dim)
+      : ln1(params, name + ".ln1", dim),
+        query(params, name + ".query", dim, dim, Activation::kNone),
+        key(params, name + ".key", dim, dim, Activation::kNone),
+        value(params, name + ".value", dim, dim, Activation::kNone),
+        output(params, name + ".output", dim, dim, Activation::kNone),
+        ln2(params, name + ".ln2", dim),
+        ffn_in(params, name + ".ffn.0", dim, dim, Activation::kRelu),
+        ffn_out(params, name + ".ffn.1", dim, dim, Activation::kNone) {}
+
+  void init(DenseParameters& params, uint64_t seed) const {
+    ln1.init(params);
+    for (const Linear* l : {&query, &key, &value, &output, &ffn_in, &ffn_out}) l->init(params, seed);
+    ln2.init(params);
+  }
+};
+
+// What one block keeps from forward to backward, each (tokens, dim) unless noted.
+struct BlockActivations {
+  std::vector<float> ln1, ln1_mean, ln1_rstd;  // LN1 output; (tokens) statistics
+  std::vector<float> q, k, v, attention;       // projections and attention output
+  std::vector<float> lse;                      // (tokens, heads) attention logsumexp
+  std::vector<float> mid;                      // x + MHA(LN1(x))
+  std::vector<float> ln2, ln2_mean, ln2_rstd;  // LN2 output; (tokens) statistics
+  std::vector<float> hidden;                   // relu(W1 LN2 + b1)
+};
+
+}  // namespace
+
+SasrecShape sasrec_shape(const ModelOptions& options, int num_tables) {
+  SasrecShape shape;
+  shape.dim = options.embedding_dim;
+  shape.heads = options.sasrec_heads;
+  shape.blocks = options.sasrec_blocks;
+  shape.max_len = options.sasrec_max_len;
+  if (shape.dim <= 0)
+    throw Error("model.embedding_dim = " + std::to_string(shape.dim) + " is not positive",
+                "set model.embedding_dim to the width of the item rows, e.g. 64");
+  if (shape.heads <= 0 || shape.dim % shape.heads != 0)
+    throw Error("model.sasrec_heads = " + std::to_string(shape.heads) + " does not divide model.embedding_dim = " +
+                    std::to_string(shape.dim),
+                "set model.sasrec_heads to a positive divisor of model.embedding_dim (1 is SASRec's default)");
+  if (shape.blocks <= 0)
+    throw Error("model.sasrec_blocks = " + std::to_string(shape.blocks) + " is not positive",
+                "set model.sasrec_blocks >= 1 (SASRec uses 2)");
+  if (shape.max_len <= 0)
+    throw Error("model.sasrec_max_len = " + std::to_string(shape.max_len) + " is not positive",
+                "set model.sasrec_max_len to the longest history, at least data.max_seq_len (e.g. 200)");
+  if (num_tables != kSasrecTables)
+    throw Error("model.kind = sasrec needs 2 tables (history, candidates) but the data has " +
+                    std::to_string(num_tables),
+                "use next-item samples: data.source = sequences or synthetic_sequences with "
+                "data.sequence_task = next_item");
+  return shape;
+}
+
+struct Sasrec::Impl {
+  SasrecShape shape;
+  DenseParameters params;
+  size_t position;  // (max_len, dim) positional embedding, row p for p events back
+  std::vector<SasrecBlock> blocks;
+  LayerNorm final_ln;
+  host::AttentionScratch attention_scratch;
+
+  static std::vector<SasrecBlock> make_blocks(DenseParameters& params, const SasrecShape& s) {
+    std::vector<SasrecBlock> out;
+    out.reserve(size_t(s.blocks));
+    for (int l = 0; l < s.blocks; ++l) out.emplace_back(params, "block." + std::to_string(l), s.dim);
+    return out;
+  }
+
+  // Per token (N, dim) unless noted, in sample order then history position.
+  std::vector<int32_t> token_position;      // (N) index into the positional embedding
+  std::vector<std::vector<float>> stream;   // blocks + 1 residual streams; [0] is the input
+  std::vector<BlockActivations> acts;       // per block
+  std::vector<float> final_mean, final_rstd;  // (N)
+  std::vector<float> h;                     // final LN output: the user state at each token
+  // Backward scratch.
+  std::vector<float> dstream, dh, dy, dx, dtmp, dq, dk, dv;
+
+  // Layout of the dense buffer: position, block.0.*, block.1.*, ..., final_ln.*.
+  Impl(const SasrecShape& s, uint64_t seed)
+      : shape(s),
+        position(params.add("position", {s.max_len, s.dim})),
+        blocks(make_blocks(params, s)),
+        final_ln(params, "final_ln", s.dim) {
+    params.finalize();
+    // Glorot-uniform like Linear, each value a pure function of (seed, its index).
+    const float limit = float(std::sqrt(6.0 / double(s.max_len + s.dim)));
+    float* p = params.values(position);
+    for (size_t i = 0; i < size_t(s.max_len) * s.dim; ++i)
+      p[i] = (2.0f * to_unit_float(mix64(seed, kPositionInitStream, uint64_t(position + i))) - 1.0f) * limit;
+    for (const SasrecBlock& block : blocks) block.init(params, seed);
+    final_ln.init(params);
+    stream.resize(size_t(s.blocks) + 1);
+    acts.resize(size_t(s.blocks));
+  }
+
+  // training: the candidates bags must hold 2 L_b keys; row_grads is checked when given.
+  void check(const data::Batch& batch, const std::vector<const float*>& rows,
+             const std::vector<float*>* row_grads, bool training) const {
+    const int B = batch.size;
+    const auto fail = [](const std::string& what) {
+      return Error("Sasrec: malformed batch: " + what,
+                   "the batch must hold next-item samples (history, candidates tables) and be de-duplicated");
+    };
+    if (B < 0) throw fail("negative size");
+    if (batch.tables.size() != size_t(kSasrecTables) || rows.size() != size_t(kSasrecTables) ||
+        (row_grads != nullptr && row_grads->size() != size_t(kSasrecTables)))
+      throw Error("model.kind = sasrec needs 2 tables (history, candidates) but the batch has " +
+                      std::to_string(batch.tables.size()) + " (rows " + std::to_string(rows.size()) + ")",
+                  "use next-item samples: data.sequence_task = next_item");
+    for (int t = 0; t < kSasrecTables; ++t) {
+      const data::SparseBags& bags = batch.tables[t];
+      if (bags.offsets.size() != size_t(B) + 1 || bags.offsets[0] != 0)
+        throw fail("table " + std::to_string(t) + ": offsets must have B + 1 entries starting at 0");
+      for (int b = 0; b < B; ++b)
+        if (bags.offsets[b + 1] < bags.offsets[b]) throw fail("table " + std::to_string(t) + ": offsets decrease");
+      if (bags.index.size() != size_t(bags.offsets[B]))
+        throw fail("table " + std::to_string(t) + ": index must have offsets[B] entries");
+      const int32_t U = int32_t(bags.unique_keys.size());
+      for (int32_t i : bags.index)
+        if (i < 0 || i >= U) throw fail("table " + std::to_string(t) + ": index out of range");
+      if (U > 0 && (rows[t] == nullptr || (row_grads != nullptr && (*row_grads)[t] == nullptr)))
+        throw fail("table " + std::to_string(t) + ": null rows");
+    }
+    const auto& history = batch.tables[kSasrecHistoryTable].offsets;
+    const auto& candidates = batch.tables[kSasrecCandidateTable].offsets;
+    for (int b = 0; b < B; ++b) {
+      const int32_t L = history[b + 1] - history[b], C = candidates[b + 1] - candidates[b];
+      if (L > shape.max_len)
+        throw Error("Sasrec: sample " + std::to_string(b) + " has a history of " + std::to_string(L) +
+                        " items, more than model.sasrec_max_len = " + std::to_string(shape.max_len),
+                    "set model.sasrec_max_len >= data.max_seq_len, or data.max_seq_len (> 0) to at most " +
+                        std::to_string(shape.max_len));
+      if (training && C != 2 * L)
+        throw Error("Sasrec: training sample " + std::to_string(b) + " has " + std::to_string(C) +
+                        " candidates for a history of " + std::to_string(L) + " items; training needs 2 * " +
+                        std::to_string(L) + " = " + std::to_string(2 * L),
+                    "give the candidates table [pos_0, neg_0, pos_1, neg_1, ...], a positive and a negative "
+                    "per history position (data.sequence_task = next_item)");
+    }
+  }
+
+  // Runs the network; leaves the user states in h (N, dim). Returns N.
+  int forward(const data::Batch& batch, const std::vector<const float*>& rows) {
+    const int B = batch.size, D = shape.dim;
+    const data::SparseBags& history = batch.tables[kSasrecHistoryTable];
+    const int N = history.offsets[B];
+    const size_t ND = size_t(N) * D;
+    const float* items = rows[kSasrecHistoryTable];
+    const float* pos = params.values().data() + position;
+    const float item_scale = std::sqrt(float(D));
+
+    token_position.resize(size_t(N));
+    stream[0].resize(ND);
+    for (int b = 0; b < B; ++b) {
+      const int32_t first = history.offsets[b], last = history.offsets[b + 1];
+      for (int32_t t = first; t < last; ++t) {
+        token_position[t] = last - 1 - t;
+        const float* e = items + size_t(history.index[t]) * D;
+        const float* p = pos + size_t(token_position[t]) * D;
+        float* x = &stream[0][size_t(t) * D];
+        for (int d = 0; d < D; ++d) x[d] = item_scale * e[d] + p[d];
+      }
+    }
+    const host::JaggedAttentionShape attention_shape{B, shape.heads, shape.head_dim(), history.offsets.data()};
+    dy.resize(ND);  // the projection outputs before they join the stream
+    for (int l = 0; l < shape.blocks; ++l) {
+      const SasrecBlock& block = blocks[l];
+      BlockActivations& a = acts[l];
+      const float* x = stream[l].data();
+      for (auto* buffer : {&a.ln1, &a.q, &a.k, &a.v, &a.attention, &a.mid, &a.ln2, &a.hidden}) buffer->resize(ND);
+      for (auto* buffer : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) buffer->resize(size_t(N));
+      a.lse.resize(size_t(N) * shape.heads);
+      stream[l + 1].resize(ND);
+      if (N == 0) continue;
+
+      block.ln1.forward(params, x, N, a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data());
+      block.query.forward(params, a.ln1.data(), N, a.q.data());
+      block.key.forward(params, a.ln1.data(), N, a.k.data());
+      block.value.forward(params, a.ln1.data(), N, a.v.data());
+      host::causal_attention_forward(attention_shape, a.q.data(), a.k.data(), a.v.data(), a.attention.data(),
+                                     a.lse.data(), attention_scratch);
+      block.output.forward(params, a.attention.data(), N, dy.data());
+      for (size_t i = 0; i < ND; ++i) a.mid[i] = x[i] + dy[i];
+
+      block.ln2.forward(params, a.mid.data(), N, a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data());
+      block.ffn_in.forward(params, a.ln2.data(), N, a.hidden.data());
+      block.ffn_out.forward(params, a.hidden.data(), N, dy.data());
+      float* out = stream[l + 1].data();
+      for (size_t i = 0; i < ND; ++i) out[i] = a.mid[i] + dy[i];
+    }
+    h.resize(ND);
+    final_mean.resize(size_t(N));
+    final_rstd.resize(size_t(N));
+    if (N > 0)
+      final_ln.forward(params, stream[size_t(shape.blocks)].data(), N, h.data(), final_mean.data(), final_rstd.data());
+    return N;
+  }
+
+  // Given dh (N, dim) = d loss / d h: every dense gradient written, the history rows'
+  // gradients written into row_grads (U_0, dim).
+  void backward(const data::Batch& batch, int N, float* history_grads) {
+    const int B = batch.size, D = shape.dim;
+    const size_t ND = size_t(N) * D;
+    const data::SparseBags& history = batch.tables[kSasrecHistoryTable];
+    const host::JaggedAttentionShape attention_shape{B, shape.heads, shape.head_dim(), history.offsets.data()};
+    for (auto* buffer : {&dstream, &dy, &dx, &dtmp, &dq, &dk, &dv}) buffer->resize(ND);
+
+    std::fill(dstream.begin(), dstream.end(), 0.0f);
+    final_ln.backward(params, stream[size_t(shape.blocks)].data(), final_mean.data(), final_rstd.data(), dh.data(),
+                      N, dstream.data());
+    for (int l = shape.blocks - 1; l >= 0; --l) {
+      const SasrecBlock& block = blocks[l];
+      BlockActivations& a = acts[l];
+      // out = mid + FFN(LN2(mid)). ffn_out is linear: its backward does not read y.
+      std::copy(dstream.begin(), dstream.end(), dy.begin());
+      block.ffn_out.backward(params, a.hidden.data(), dy.data(), dy.data(), N, dx.data());
+      block.ffn_in.backward(params, a.ln2.data(), a.hidden.data(), dx.data(), N, dtmp.data());
+      block.ln2.backward(params, a.mid.data(), a.ln2_mean.data(), a.ln2_rstd.data(), dtmp.data(), N, dstream.data());
+      // mid = x + O(attention(Q, K, V)), Q, K, V of LN1(x).
+      std::copy(dstream.begin(), dstream.end(), dy.begin());
+      block.output.backward(params, a.attention.data(), dy.data(), dy.data(), N, dx.data());
+      host::causal_attention_backward(attention_shape, a.q.data(), a.k.data(), a.v.data(), a.attention.data(),
+                                      a.lse.data(), dx.data(), dq.data(), dk.data(), dv.data(), attention_scratch);
+      block.query.backward(params, a.ln1.data(), a.q.data(), dq.data(), N, dx.data());
+      block.key.backward(params, a.ln1.data(), a.k.data(), dk.data(), N, dtmp.data());
+      for (size_t i = 0; i < ND; ++i) dx[i] += dtmp[i];
+      block.value.backward(params, a.ln1.data(), a.v.data(), dv.data(), N, dtmp.data());
+      for (size_t i = 0; i < ND; ++i) dx[i] += dtmp[i];
+      block.ln1.backward(params, stream[l].data(), a.ln1_mean.data(), a.ln1_rstd.data(), dx.data(), N,
+                         dstream.data());
+    }
+
+    // x_t = sqrt(dim) e(item_t) + P[position_t], summed in token order.
+    float* dpos = params.grads(position);
+    std::fill_n(dpos, size_t(shape.max_len) * D, 0.0f);
+    std::fill_n(history_grads, history.unique_keys.size() * D, 0.0f);
+    const float item_scale = std::sqrt(float(D));
+    for (int t = 0; t < N; ++t) {
+      const float* g = &dstream[size_t(t) * D];
+      float* row = history_grads + size_t(history.index[t]) * D;
+      float* p = dpos + size_t(token_position[t]) * D;
+      for (int d = 0; d < D; ++d) {
+        row[d] += item_scale * g[d];
+        p[d] += g[d];
+      }
+    }
+  }
+};
+
+Sasrec::Sasrec(const ModelOptions& options, int /*num_dense: ignored*/, int num_tables, uint64_t seed)
+    : impl_(std::make_unique<Impl>(sasrec_shape(options, num_tables), seed)) {}
+
+Sasrec::~Sasrec() = default;
+
+const std::string& Sasrec::kind() const {
+  static const std::string name = "sasrec";
+  return name;
+}
+DenseParameters& Sasrec::parameters() { return impl_->params; }
+const DenseParameters& Sasrec::parameters() const { return impl_->params; }
+int Sasrec::embedding_dim() const { return impl_->shape.dim; }
+int Sasrec::num_tables() const { return kSasrecTables; }
+const SasrecShape& Sasrec::shape() const { return impl_->shape; }
+
+double Sasrec::forward_backward(const data::Batch& batch, const std::vector<const float*>& rows,
+                                const std::vector<float*>& row_grads, float loss_scale) {
+  Impl& m = *impl_;
+  m.check(batch, rows, &row_grads, /*training=*/true);
+  const int B = batch.size, D = m.shape.dim;
+  const int N = m.forward(batch, rows);
+  const data::SparseBags& candidates = batch.tables[kSasrecCandidateTable];
+  const float* out_rows = rows[kSasrecCandidateTable];
+  float* out_grads = row_grads[kSasrecCandidateTable];
+  if (!candidates.unique_keys.empty()) std::fill_n(out_grads, candidates.unique_keys.size() * D, 0.0f);
+  if (N == 0) {
+    m.params.zero_grads();
+    if (!batch.tables[kSasrecHistoryTable].unique_keys.empty())
+      std::fill_n(row_grads[kSasrecHistoryTable], batch.tables[kSasrecHistoryTable].unique_keys.size() * D, 0.0f);
+    return 0.0;
+  }
+
+  // Token t of sample b scores its (pos, neg) pair at candidates[2 (t - first_b)].
+  m.dh.assign(size_t(N) * D, 0.0f);
+  const auto& history = batch.tables[kSasrecHistoryTable].offsets;
+  double loss = 0.0;
+  for (int b = 0; b < B; ++b) {
+    double sample_loss = 0.0;
+    for (int32_t t = history[b]; t < history[b + 1]; ++t) {
+      const float* h = &m.h[size_t(t) * D];
+      float* dh = &m.dh[size_t(t) * D];
+      const int32_t c = candidates.offsets[b] + 2 * (t - history[b]);
+      for (int k = 0; k < 2; ++k) {
+        const bool positive = k == 0;
+        const int32_t row = candidates.index[c + k];
+        const float* e = out_rows + size_t(row) * D;
+        const float s = dot(h, e, D);
+        sample_loss += softplus(positive ? -double(s) : double(s));
+        // d softplus(-s)/ds = -sigmoid(-s); d softplus(s)/ds = sigmoid(s).
+        const float ds = loss_scale * (positive ? -sigmoid(-s) : sigmoid(s));
+        float* de = out_grads + size_t(row) * D;
+        for (int d = 0; d < D; ++d) {
+          dh[d] += ds * e[d];
+          de[d] += ds * h[d];
+        }
+      }
+    }
+    loss += sample_loss;
+  }
+  m.backward(batch, N, row_grads[kSasrecHistoryTable]);
+  return loss;
+}
+
+void Sasrec::score_candidates(const data::Batch& batch, const std::vector<const float*>& rows,
+                              std::vector<float>& scores) {
+  Impl& m = *impl_;
+  m.check(batch, rows, nullptr, /*training=*/false);
+  const int B = batch.size, D = m.shape.dim;
+  m.forward(batch, rows);
+  const auto& history = batch.tables[kSasrecHistoryTable].offsets;
+  const data::SparseBags& candidates = batch.tables[kSasrecCandidateTable];
+  const float* out_rows = rows[kSasrecCandidateTable];
+  scores.resize(candidates.index.size());
+  for (int b = 0; b < B; ++b) {
+    const int32_t first = candidates.offsets[b], last = candidates.offsets[b + 1];
+    if (history[b + 1] == history[b]) {
+      std::fill(scores.begin() + first, scores.begin() + last, 0.0f);
+      continue;
+    }
+    const float* h = &m.h[size_t(history[b + 1] - 1) * D];
+    for (int32_t c = first; c < last; ++c) scores[c] = dot(h, out_rows + size_t(candidates.index[c]) * D, D);
+  }
+}
+
+void Sasrec::predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) {
+  Impl& m = *impl_;
+  score_candidates(batch, rows, m.dh);  // dh as scratch: predict leaves gradients alone
+  const auto& offsets = batch.tables[kSasrecCandidateTable].offsets;
+  for (int b = 0; b < batch.size; ++b) {
+    if (offsets[b + 1] == offsets[b])
+      throw Error("Sasrec: sample " + std::to_string(b) + " has no candidates to score",
+                  "give every evaluation sample its target item first in the candidates table");
+    probs[b] = sigmoid(m.dh[size_t(offsets[b])]);
+  }
+}
+
+}  // namespace strata::model
