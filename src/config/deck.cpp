@@ -52,6 +52,10 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("data.sequence_negatives", o.data.sequence_negatives, "sequences: negative samples per positive event");
   v("data.sequence_eval", o.data.sequence_eval,
     "sequences: evaluate on each user's validation (second-to-last) or test (last) event");
+  v("data.sequence_task", o.data.sequence_task,
+    "sequences: ctr (click samples for din, dlrm) | next_item (one sample per user for sasrec)");
+  v("data.sequence_eval_negatives", o.data.sequence_eval_negatives,
+    "sequences, next_item: negatives ranked beside each held-out item (HR@10, NDCG@10)");
   v("data.sequence_users", o.data.sequence_users, "synthetic_sequences: users");
   v("data.sequence_items", o.data.sequence_items, "synthetic_sequences: items");
   v("data.sequence_length", o.data.sequence_length,
@@ -160,6 +164,7 @@ const std::map<std::string, std::vector<std::string>>& choices() {
   static const std::map<std::string, std::vector<std::string>> table = {
       {"data.source", {"criteo", "csv", "synthetic", "hdf5", "sequences", "synthetic_sequences"}},
       {"data.sequence_eval", {"validation", "test"}},
+      {"data.sequence_task", {"ctr", "next_item"}},
       {"tune.sampler", {"tpe", "random", "cmaes"}},
       {"model.kind", {"dlrm", "din", "sasrec"}},
       {"model.pooling", {"sum", "mean"}},
@@ -370,12 +375,26 @@ void validate(const RunOptions& options) {
                   "use 0 (every event) or the number of most recent events to keep");
     }
     require_positive("data.sequence_negatives", options.data.sequence_negatives);
+    require_positive("data.sequence_eval_negatives", options.data.sequence_eval_negatives);
+    const bool next_item = options.data.sequence_task == "next_item";
+    const bool ranks = options.model.kind == "sasrec";
+    if (next_item != ranks) {
+      throw Error("model.kind = " + options.model.kind + " does not train on data.sequence_task = " +
+                      options.data.sequence_task + " samples",
+                  ranks ? "set data.sequence_task = next_item (one sample per user, ranked candidates)"
+                        : "set data.sequence_task = ctr, or model.kind = sasrec for next_item samples");
+    }
     if (options.data.source == "synthetic_sequences") {
       require_positive("data.sequence_users", options.data.sequence_users);
       require_positive("data.sequence_items", options.data.sequence_items);
       data::SyntheticSequenceOptions law;
       data::parse_sequence_length(options.data.sequence_length, law);
     }
+  }
+  if (options.model.kind == "sasrec" && options.data.source != "sequences" &&
+      options.data.source != "synthetic_sequences") {
+    throw Error("model.kind = sasrec reads behaviour sequences, not data.source = " + options.data.source,
+                "set data.source = sequences (an event file) or synthetic_sequences, and data.sequence_task = next_item");
   }
   if (options.data.source == "csv" && options.data.csv_columns.empty()) {
     throw Error("data.source = csv needs data.csv_columns", "e.g. data.csv_columns = label,dense:13,cat:26");

@@ -52,6 +52,8 @@ struct DataOptions {
   int64_t max_seq_len = 0;                     // keep each user's most recent events (0 = all)
   int sequence_negatives = 1;                  // negative samples per positive
   std::string sequence_eval = "validation";    // validation (second-to-last event) | test (last)
+  std::string sequence_task = "ctr";           // ctr (din, dlrm) | next_item (sasrec)
+  int sequence_eval_negatives = 100;           // next_item: negatives ranked beside each held-out item
   int64_t sequence_users = 10000;              // synthetic_sequences: users
   int64_t sequence_items = 100000;             // synthetic_sequences: items
   std::string sequence_length = "uniform:3:200";  // synthetic_sequences: fixed:N | uniform:A:B | zipf:A:B[:s]

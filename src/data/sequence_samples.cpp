@@ -10,6 +10,7 @@
 
 #include "common/error.hpp"
 #include "common/rng.hpp"
+#include "data/index_permutation.hpp"
 #include "data/synthetic_sequences.hpp"
 
 namespace strata::data {
@@ -19,41 +20,6 @@ namespace {
 constexpr uint64_t kOrderSalt = 0x5345514f52444552ULL;     // "SEQORDER"
 constexpr uint64_t kNegativeSalt = 0x5345514e45474154ULL;  // "SEQNEGAT"
 constexpr int kNegativeRedraws = 16;
-
-// A keyed bijection of [0, n): a Feistel network on the smallest even-width power of
-// two >= n, walked until it lands inside (at most ~4 steps on average).
-class IndexPermutation {
- public:
-  IndexPermutation(uint64_t n, uint64_t key) : n_(n), key_(key) {
-    int bits = 2;
-    while (bits < 62 && (uint64_t(1) << bits) < n) bits += 2;
-    half_ = bits / 2;
-    mask_ = (uint64_t(1) << half_) - 1;
-  }
-
-  uint64_t operator()(uint64_t i) const {
-    if (n_ <= 1) return i;
-    uint64_t x = i;
-    do x = rounds(x);
-    while (x >= n_);
-    return x;
-  }
-
- private:
-  uint64_t rounds(uint64_t x) const {
-    uint64_t left = x >> half_, right = x & mask_;
-    for (uint64_t r = 0; r < 4; ++r) {
-      const uint64_t next = left ^ (mix64(key_, r, right) & mask_);
-      left = right;
-      right = next;
-    }
-    return (left << half_) | right;
-  }
-
-  uint64_t n_, key_;
-  int half_ = 1;
-  uint64_t mask_ = 1;
-};
 
 // The part of a user's events the training stream uses (the SASRec split).
 int64_t train_events(int64_t n) { return n >= 3 ? n - 2 : n; }
@@ -276,22 +242,35 @@ int sequence_sample_tables(const DataOptions& options) {
   return kSequenceFirstSideTable + side + 1;
 }
 
+namespace {
+
+SyntheticSequenceOptions synthetic_sequence_options(const DataOptions& options) {
+  if (options.sequence_users < 1) {
+    throw Error("data.sequence_users = " + std::to_string(options.sequence_users) + " must be at least 1",
+                "set data.sequence_users to the number of synthetic users");
+  }
+  SyntheticSequenceOptions synthetic;
+  synthetic.num_users = options.sequence_users;
+  synthetic.num_items = options.sequence_items < 1 ? 0 : uint64_t(options.sequence_items);
+  synthetic.seed = options.data_seed;
+  parse_sequence_length(options.sequence_length, synthetic);
+  return synthetic;
+}
+
+}  // namespace
+
+double synthetic_sequence_teacher_hit_rate(const DataOptions& options, int negatives) {
+  const SyntheticSequences generator(synthetic_sequence_options(options));
+  return generator.teacher_hit_rate(generator.num_users(), negatives, 10);
+}
+
 std::shared_ptr<const SequenceCorpus> load_sequence_corpus(const DataOptions& options, ParseStats* stats) {
   if (options.max_seq_len < 0) {
     throw Error("data.max_seq_len = " + std::to_string(options.max_seq_len) + " is negative",
                 "use 0 (every event) or the number of most recent events to keep");
   }
   if (options.source == "synthetic_sequences") {
-    SyntheticSequenceOptions synthetic;
-    synthetic.num_users = options.sequence_users;
-    synthetic.num_items = options.sequence_items < 1 ? 0 : uint64_t(options.sequence_items);
-    synthetic.seed = options.data_seed;
-    parse_sequence_length(options.sequence_length, synthetic);
-    if (options.sequence_users < 1) {
-      throw Error("data.sequence_users = " + std::to_string(options.sequence_users) + " must be at least 1",
-                  "set data.sequence_users to the number of synthetic users");
-    }
-    const SyntheticSequences generator(synthetic);
+    const SyntheticSequences generator(synthetic_sequence_options(options));
     SequenceCorpus corpus = generator.corpus({0, generator.num_users()});
     if (options.max_seq_len > 0) {
       // The most recent max_seq_len events of each user, as the file reader keeps.

@@ -76,6 +76,9 @@ class SequenceSamples {
 std::shared_ptr<const SequenceCorpus> load_sequence_corpus(const DataOptions& options,
                                                            ParseStats* stats = nullptr);
 SequenceSampleOptions sequence_sample_options(const DataOptions& options);
+// data.source = synthetic_sequences: the hidden teacher's HR@10 on each user's last
+// event against `negatives` unseen items (the best a next-item model can expect).
+double synthetic_sequence_teacher_hit_rate(const DataOptions& options, int negatives);
 // Tables of a batch for this deck (3 + side columns), without reading any data.
 int sequence_sample_tables(const DataOptions& options);
 

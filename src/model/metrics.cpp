@@ -53,4 +53,21 @@ double mean_logloss(const float* probs, const float* labels, size_t n) {
   return total / double(n);
 }
 
+int64_t target_rank(const float* scores, size_t n) {
+  if (n == 0) return 0;
+  const float target = scores[0];
+  if (std::isnan(target)) return int64_t(n) - 1;  // below everything
+  int64_t rank = 0;
+  for (size_t i = 1; i < n; ++i) rank += scores[i] >= target ? 1 : 0;  // NaN compares false: below
+  return rank;
+}
+
+void RankingSums::add(int64_t rank, int k) {
+  ++samples;
+  if (rank < k) {
+    hits += 1.0;
+    ndcg += 1.0 / std::log2(double(rank) + 2.0);
+  }
+}
+
 }  // namespace strata::model

@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "data/hdf5_dataset.hpp"
+#include "data/sequence_next_item.hpp"
 #include "data/sequence_samples.hpp"
 #include "data/synthetic.hpp"
 
@@ -185,6 +186,7 @@ DataShape data_shape(const DataOptions& options) {
     return {dataset.num_dense(), dataset.num_tables()};
   }
   if (options.source == "sequences" || options.source == "synthetic_sequences") {
+    if (options.sequence_task == "next_item") return {0, data::kNextItemTables};
     return {data::kSequenceSampleDense, data::sequence_sample_tables(options)};
   }
   if (options.source == "hdf5") {
@@ -201,13 +203,23 @@ std::unique_ptr<BatchSource> make_batch_source(const RunOptions& options, int pr
                                                                          std::move(trainers), total_trainers);
   }
   if (options.data.source == "sequences" || options.data.source == "synthetic_sequences") {
-    data::ParseStats stats;
-    data::SequenceSamples samples(data::load_sequence_corpus(options.data, &stats),
-                                  data::sequence_sample_options(options.data));
     // Every producer reads the whole event file (grouping by user needs all of it);
     // one of them reports its parse counts so the job's sum counts each line once.
+    data::ParseStats stats;
+    auto corpus = data::load_sequence_corpus(options.data, &stats);
+    if (producer != 0) stats = {};
+    const data::SequenceSampleOptions ctr = data::sequence_sample_options(options.data);
+    if (options.data.sequence_task == "next_item") {
+      data::NextItemOptions next;
+      next.max_history = ctr.max_history;
+      next.eval_negatives = options.data.sequence_eval_negatives;
+      next.eval_on_test = ctr.eval_on_test;
+      next.seed = ctr.seed;
+      return std::make_unique<IndexedBatchSource<data::NextItemSamples>>(
+          data::NextItemSamples(std::move(corpus), next), options, std::move(trainers), total_trainers, stats);
+    }
     return std::make_unique<IndexedBatchSource<data::SequenceSamples>>(
-        std::move(samples), options, std::move(trainers), total_trainers, producer == 0 ? stats : data::ParseStats{});
+        data::SequenceSamples(std::move(corpus), ctr), options, std::move(trainers), total_trainers, stats);
   }
   return std::make_unique<TextBatchSource>(options, producer, producers);
 }

@@ -12,6 +12,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "config/deck.hpp"
+#include "data/sequence_samples.hpp"
 #include "data/synthetic.hpp"
 #include "io/metrics_writer.hpp"
 #include "runtime/checkpointing.hpp"
@@ -42,12 +43,13 @@ enum ProducerField { kBatches, kSamples, kBytesSent, kBuildS, kBlockedS, kLines,
 static_assert(kProducerFields <= 32, "RankReport::values is too small");
 enum ServerField { kRounds, kRows, kMemoryBytes };
 enum TrainerField { kStallS, kPullWaitS, kRowsPulled, kBytesPulled, kRowsPushed, kBytesPushed, kBytesRequested,
-                    kBytesBatches, kBytesAllreduce };
+                    kBytesBatches, kBytesAllreduce, kKeysTotal, kKeysUnique, kKeysBatches };
 
 nlohmann::json build_summary(const RunOptions& options, const TrainerReport& root,
                              const std::vector<RankReport>& reports, double teacher_auc) {
   double bytes_pulled = 0, bytes_pushed = 0, bytes_requested = 0, bytes_batches = 0, bytes_allreduce = 0;
   double rows_pulled = 0, rows_pushed = 0, stall = 0, pull_wait = 0;
+  double keys_total = 0, keys_unique = 0, keys_batches = 0;
   double lines = 0, malformed = 0, server_rows = 0, server_memory = 0, producer_blocked = 0, producer_build = 0;
   double tiered[kProducerFields] = {};  // producer fields summed (maxima for the row counts)
   const char* role_names[3] = {"trainer", "producer", "server"};
@@ -65,6 +67,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
         bytes_pulled += v[kBytesPulled], rows_pushed += v[kRowsPushed], bytes_pushed += v[kBytesPushed];
         bytes_requested += v[kBytesRequested], bytes_batches += v[kBytesBatches];
         bytes_allreduce += v[kBytesAllreduce];
+        keys_total += v[kKeysTotal], keys_unique += v[kKeysUnique], keys_batches += v[kKeysBatches];
         break;
       case Role::kProducer:
         lines += v[kLines], malformed += v[kMalformed];
@@ -111,6 +114,16 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
       {"servers", {{"rows", server_rows}, {"memory_bytes", server_memory}}},
   };
   if (teacher_auc >= 0) summary["teacher_auc"] = teacher_auc;
+  if (root.eval_hit_rate >= 0) {
+    summary["eval_hr_at_10"] = root.eval_hit_rate;
+    summary["eval_ndcg_at_10"] = root.eval_ndcg;
+  }
+  // What de-duplication saves: keys read per training batch (every trainer's batches,
+  // all tables) before and after it; the rows a store has to supply are the unique ones.
+  const double batches = std::max(keys_batches, 1.0);
+  summary["keys_per_batch"] = {{"total", keys_total / batches},
+                               {"unique", keys_unique / batches},
+                               {"unique_share", keys_total > 0 ? keys_unique / keys_total : 0.0}};
   // Where the CPU went, per role, over each role's training loop (and over the
   // whole run, start-up and final dump included).
   nlohmann::json cpu, cpu_run, per_sample;
@@ -196,13 +209,19 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
     }
   }
 
-  double teacher_auc = -1;
+  double teacher_auc = -1, teacher_hit_rate = -1;
   if (context.world_rank == 0) {
     spdlog::info("strata train: {} trainers, {} producers, {} servers; data {}; store {}", options.layout.trainers,
                  options.layout.producers, options.layout.servers, options.data.source, options.store.mode);
     if (options.data.source == "synthetic" && run_has_eval(options)) {
       teacher_auc = data::SyntheticDataset(options.data).teacher_auc(options.data.synthetic_eval_samples);
       spdlog::info("synthetic teacher AUC on the held-out stream: {:.4f} (the best reachable)", teacher_auc);
+    }
+    if (options.data.source == "synthetic_sequences" && options.data.sequence_task == "next_item" &&
+        run_has_eval(options)) {
+      teacher_hit_rate =
+          data::synthetic_sequence_teacher_hit_rate(options.data, options.data.sequence_eval_negatives);
+      spdlog::info("synthetic teacher HR@10 on each user's last event: {:.4f} (the best reachable)", teacher_hit_rate);
     }
   }
 
@@ -220,6 +239,8 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
       v[kBytesPulled] = double(r.bytes_pulled), v[kRowsPushed] = double(r.rows_pushed);
       v[kBytesPushed] = double(r.bytes_pushed), v[kBytesRequested] = double(r.bytes_requested);
       v[kBytesBatches] = double(r.bytes_batches), v[kBytesAllreduce] = double(r.bytes_allreduce);
+      v[kKeysTotal] = double(r.keys_total), v[kKeysUnique] = double(r.keys_unique);
+      v[kKeysBatches] = double(r.keys_batches);
       break;
     }
     case Role::kProducer: {
@@ -261,6 +282,7 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
                   "MPI_Gather");
   if (context.world_rank == 0) {
     nlohmann::json summary = build_summary(options, trainer_report, reports, teacher_auc);
+    if (teacher_hit_rate >= 0) summary["teacher_hr_at_10"] = teacher_hit_rate;
     summary["preempted"] = trainer_report.preempted;
     summary["checkpoints"] = {{"written", trainer_report.checkpoints},
                               {"pause_s", trainer_report.checkpoint_pause_s},
@@ -273,9 +295,15 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
     io::write_summary(options.output.dir, summary);
     result.summary = summary;
     if (trainer_report.preempted) result.exit_code = kExitPreempted;
-    spdlog::info("done: {} steps, {:.0f} samples/s, train logloss {:.4f}, eval AUC {:.4f}, digest {}",
-                 trainer_report.steps, trainer_report.samples_per_s, trainer_report.train_logloss,
-                 trainer_report.eval_auc, trainer_report.params_digest.substr(0, 16));
+    if (trainer_report.eval_hit_rate >= 0) {
+      spdlog::info("done: {} steps, {:.0f} samples/s, train loss {:.4f}, eval HR@10 {:.4f}, NDCG@10 {:.4f}, digest {}",
+                   trainer_report.steps, trainer_report.samples_per_s, trainer_report.train_logloss,
+                   trainer_report.eval_hit_rate, trainer_report.eval_ndcg, trainer_report.params_digest.substr(0, 16));
+    } else {
+      spdlog::info("done: {} steps, {:.0f} samples/s, train logloss {:.4f}, eval AUC {:.4f}, digest {}",
+                   trainer_report.steps, trainer_report.samples_per_s, trainer_report.train_logloss,
+                   trainer_report.eval_auc, trainer_report.params_digest.substr(0, 16));
+    }
     spdlog::info("wrote {}/summary.json and metrics.jsonl", options.output.dir);
   }
   // Every rank exits with the same code (85 after a preemption checkpoint).

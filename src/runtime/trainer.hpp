@@ -54,6 +54,7 @@ class Trainer {
 
   // trainer_eval.cpp
   void evaluate();
+  void evaluate_ranking();
   void finish();
 
   const RunOptions& options_;

@@ -4,13 +4,56 @@
 #include <spdlog/spdlog.h>
 
 #include "comm/collectives.hpp"
+#include "data/sequence_next_item.hpp"
 #include "io/params_digest.hpp"
 #include "model/metrics.hpp"
 #include "runtime/trainer.hpp"
 
 namespace strata::runtime {
 
+// Next-item models: HR@10 and NDCG@10 of each sample's target among its candidates,
+// summed on every trainer and then over trainers.
+void Trainer::evaluate_ranking() {
+  constexpr int kTopK = 10;
+  phase_ended_ = false;
+  model::RankingSums sums;
+  data::Batch batch;
+  data::Batch empty;
+  empty.reset(shape_.num_dense, shape_.num_tables);
+  std::vector<float> scores;
+  while (true) {
+    int have = !phase_ended_ && receive_batch(batch) ? 1 : 0;
+    comm::allreduce(&have, 1, MPI_INT, MPI_MAX, comm_);
+    if (!have) break;
+    const bool mine = !phase_ended_;
+    const data::Batch& b = mine ? batch : empty;
+    store_->pull(b, rows_, /*for_training=*/false);  // every trainer takes part in each server round
+    if (!mine) continue;
+    for (int t = 0; t < shape_.num_tables; ++t) row_ptrs_[t] = rows_[t].data();
+    model_->score_candidates(b, row_ptrs_, scores);
+    const std::vector<int32_t>& offsets = b.tables[data::kNextItemCandidateTable].offsets;
+    for (int32_t s = 0; s < b.size; ++s) {
+      const size_t begin = size_t(offsets[size_t(s)]), end = size_t(offsets[size_t(s) + 1]);
+      sums.add(model::target_rank(scores.data() + begin, end - begin), kTopK);
+    }
+  }
+  end_phase(true);
+  double totals[3] = {sums.hits, sums.ndcg, double(sums.samples)};
+  comm::allreduce(totals, 3, MPI_DOUBLE, MPI_SUM, comm_);
+  if (is_root()) {
+    report_.eval_samples = int64_t(totals[2]);
+    report_.eval_hit_rate = totals[2] > 0 ? totals[0] / totals[2] : 0.0;
+    report_.eval_ndcg = totals[2] > 0 ? totals[1] / totals[2] : 0.0;
+    spdlog::info("eval: {} users, HR@{} {:.4f}, NDCG@{} {:.4f}", report_.eval_samples, kTopK, report_.eval_hit_rate,
+                 kTopK, report_.eval_ndcg);
+  }
+}
+
 void Trainer::evaluate() {
+  if (model_->ranks_items()) {
+    evaluate_ranking();
+    return;
+  }
   phase_ended_ = false;
   std::vector<float> probs, labels;
   data::Batch batch;

@@ -199,7 +199,10 @@ void Trainer::stop_on_non_finite_loss() {
 void Trainer::train_step(const data::Batch& batch) {
   const int dim = model_->embedding_dim();
   store_->pull(batch, rows_, /*for_training=*/true);
+  ++report_.keys_batches;
   for (int t = 0; t < shape_.num_tables; ++t) {
+    report_.keys_total += batch.tables[t].index.size();
+    report_.keys_unique += batch.tables[t].unique_keys.size();
     row_grads_[t].resize(batch.tables[t].unique_keys.size() * dim);
     row_ptrs_[t] = rows_[t].data();
     grad_ptrs_[t] = row_grads_[t].data();

@@ -23,6 +23,8 @@ struct TrainerReport {
   double train_logloss = 0;     // mean over the last metrics window
   double eval_auc = -1;
   double eval_logloss = -1;
+  double eval_hit_rate = -1;  // next-item models: HR@10 on the held-out events
+  double eval_ndcg = -1;      // next-item models: NDCG@10
   int64_t eval_samples = 0;
   std::string params_digest;    // trainer 0 only
   int64_t sparse_rows = 0;      // trainer 0 only: rows in the store at the end
@@ -31,6 +33,9 @@ struct TrainerReport {
   uint64_t rows_pulled = 0, bytes_pulled = 0, rows_pushed = 0, bytes_pushed = 0, bytes_requested = 0;
   uint64_t bytes_batches = 0;   // producer -> this trainer
   uint64_t bytes_allreduce = 0; // this trainer's dense all-reduce payload
+  uint64_t keys_total = 0;      // training keys read, every occurrence (all tables, all steps)
+  uint64_t keys_unique = 0;     // the same after de-duplication per table and batch
+  uint64_t keys_batches = 0;    // training batches those were counted over (this run)
   bool preempted = false;       // stopped by SIGTERM/SIGUSR1 after writing a checkpoint
   int64_t resumed_from_step = -1;
   int64_t checkpoints = 0;      // written by this run

@@ -65,3 +65,31 @@ TEST(MeanLogloss, HandCasesAndClamping) {
   EXPECT_NEAR(mean_logloss(r.data(), x.data(), 2), 1e-7, 1e-9);
   EXPECT_EQ(mean_logloss(nullptr, nullptr, 0), 0.0);
 }
+
+TEST(TargetRank, CountsEveryCandidateAtLeastAsHigh) {
+  const std::vector<float> best = {0.9f, 0.1f, 0.5f, -2.0f};
+  EXPECT_EQ(target_rank(best.data(), best.size()), 0);
+  const std::vector<float> third = {0.4f, 0.5f, 0.1f, 0.7f};
+  EXPECT_EQ(target_rank(third.data(), third.size()), 2);
+  // Ties count against the target: a constant model ranks last, not first.
+  const std::vector<float> flat(101, 0.25f);
+  EXPECT_EQ(target_rank(flat.data(), flat.size()), 100);
+  // NaN: a NaN target is below everything, a NaN candidate below the target.
+  const float nan = std::nanf("");
+  const std::vector<float> nan_target = {nan, 0.1f, 0.2f};
+  EXPECT_EQ(target_rank(nan_target.data(), 3), 2);
+  const std::vector<float> nan_other = {0.1f, nan, 0.2f};
+  EXPECT_EQ(target_rank(nan_other.data(), 3), 1);
+  EXPECT_EQ(target_rank(best.data(), 1), 0);
+}
+
+TEST(RankingSums, HitRateAndNdcgAtK) {
+  RankingSums sums;
+  sums.add(0, 10);   // hit, NDCG 1
+  sums.add(1, 10);   // hit, NDCG 1 / log2(3)
+  sums.add(9, 10);   // hit, NDCG 1 / log2(11)
+  sums.add(10, 10);  // miss
+  EXPECT_EQ(sums.samples, 4);
+  EXPECT_DOUBLE_EQ(sums.hits, 3.0);
+  EXPECT_NEAR(sums.ndcg, 1.0 + 1.0 / std::log2(3.0) + 1.0 / std::log2(11.0), 1e-12);
+}
