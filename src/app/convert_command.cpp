@@ -177,7 +177,10 @@ data::Hdf5DatasetHeader make_header(const DataOptions& options, const std::strin
   if (options.source == "csv") {
     const data::CsvSchema schema = data::parse_csv_schema(options);
     for (const data::CsvColumn& column : schema.columns) {
-      if (column.kind == data::CsvColumn::Kind::kMultiHot) header.multi_hot[size_t(column.target)] = true;
+      // Multi-hot and sequence tables are jagged: values + offsets.
+      if (column.kind == data::CsvColumn::Kind::kMultiHot || column.kind == data::CsvColumn::Kind::kSequence) {
+        header.multi_hot[size_t(column.target)] = true;
+      }
     }
     header.csv_columns = options.csv_columns;
     header.csv_delimiter = options.csv_delimiter;

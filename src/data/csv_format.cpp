@@ -54,7 +54,7 @@ CsvSchema parse_csv_schema(const DataOptions& options) {
   CsvSchema schema;
   schema.delimiter = parse_delimiter(options.csv_delimiter);
   if (options.csv_columns.empty()) throw spec_error(options, "empty");
-  int labels = 0;
+  int labels = 0, candidates = 0;
   std::string_view rest = options.csv_columns;
   while (true) {
     const size_t comma = rest.find(',');
@@ -78,6 +78,22 @@ CsvSchema parse_csv_schema(const DataOptions& options) {
       column.kind = name == "dense" ? CsvColumn::Kind::kDense
                     : name == "cat" ? CsvColumn::Kind::kCategorical
                                     : CsvColumn::Kind::kSkip;
+    } else if (name == "seq") {
+      if (args.size() != 1) {
+        throw spec_error(options, "'" + std::string(group) + "' must be seq:SEP with SEP one character (not ',')");
+      }
+      if (args[0] == schema.delimiter) {
+        throw spec_error(options, "'" + std::string(group) + "': SEP equals data.csv_delimiter");
+      }
+      column.kind = CsvColumn::Kind::kSequence;
+      column.separator = args[0];
+      column.sequence = schema.num_sequences++;
+      count = 1;
+    } else if (name == "cand") {
+      if (colon != std::string_view::npos) throw spec_error(options, "'cand' takes no count");
+      column.kind = CsvColumn::Kind::kCandidate;
+      column.sequence = candidates++;
+      count = 1;
     } else if (name == "multi") {
       const size_t second = args.find(':');
       if (second == std::string_view::npos || !parse_count(args.substr(0, second), count)) {
@@ -99,9 +115,11 @@ CsvSchema parse_csv_schema(const DataOptions& options) {
     }
     for (int i = 0; i < count; ++i) {
       if (column.kind == CsvColumn::Kind::kDense) column.target = schema.num_dense++;
-      if (column.kind == CsvColumn::Kind::kCategorical || column.kind == CsvColumn::Kind::kMultiHot) {
+      if (column.kind == CsvColumn::Kind::kCategorical || column.kind == CsvColumn::Kind::kMultiHot ||
+          column.kind == CsvColumn::Kind::kSequence) {
         column.target = schema.num_tables++;
       }
+      if (column.kind == CsvColumn::Kind::kSequence) schema.sequence_tables.push_back(column.target);
       schema.columns.push_back(column);
     }
     if (schema.columns.size() > (1u << 20)) throw spec_error(options, "more than 2^20 columns");
@@ -110,13 +128,45 @@ CsvSchema parse_csv_schema(const DataOptions& options) {
   }
   if (labels != 1)
     throw spec_error(options, labels == 0 ? "no 'label' column" : "more than one 'label' column");
+  if (candidates != schema.num_sequences) {
+    throw spec_error(options, std::to_string(schema.num_sequences) + " seq columns but " +
+                                  std::to_string(candidates) + " cand columns: each seq:SEP needs its cand");
+  }
+  // A candidate hashes into its sequence's table, so history and candidate share rows.
+  for (CsvColumn& column : schema.columns) {
+    if (column.kind == CsvColumn::Kind::kCandidate) column.target = schema.sequence_tables[size_t(column.sequence)];
+  }
+  if (options.max_seq_len < 0) {
+    throw Error("data.max_seq_len = " + std::to_string(options.max_seq_len) + " is negative",
+                "use 0 (every id of a seq column) or the number of most recent ids to keep");
+  }
+  schema.max_history = options.max_seq_len;
   return schema;
 }
 
 CsvParser::CsvParser(CsvSchema schema) : schema_(std::move(schema)) {
   for (int t = 0; t < schema_.num_tables; ++t)
     empty_key_.push_back(feature_key(uint32_t(t), std::string_view()));
+  candidates_.resize(size_t(schema_.num_sequences));
 }
+
+namespace {
+
+// Appends the non-empty ids of `field` (separated by `separator`) as keys of `table`.
+void append_ids(std::string_view field, char separator, uint32_t table, std::vector<uint64_t>& keys) {
+  // Empty items (an empty field, "a||b", a trailing separator) add no key.
+  const char* q = field.data();
+  const char* const field_end = q + field.size();
+  while (q < field_end) {
+    const char* sep = static_cast<const char*>(std::memchr(q, separator, size_t(field_end - q)));
+    const char* stop = sep ? sep : field_end;
+    if (stop > q) keys.push_back(feature_key(table, std::string_view(q, size_t(stop - q))));
+    if (sep == nullptr) break;
+    q = sep + 1;
+  }
+}
+
+}  // namespace
 
 bool CsvParser::parse(std::string_view line, Batch& batch, LineError& error) {
   const char* p = line.data();
@@ -159,24 +209,30 @@ bool CsvParser::parse(std::string_view line, Batch& batch, LineError& error) {
         batch.tables[size_t(column.target)].keys.push_back(
             field.empty() ? empty_key_[size_t(column.target)] : feature_key(uint32_t(column.target), field));
         break;
-      case CsvColumn::Kind::kMultiHot: {
-        // Empty items (an empty field, "a||b", a trailing separator) add no key.
+      case CsvColumn::Kind::kMultiHot:
+        append_ids(field, column.separator, uint32_t(column.target), batch.tables[size_t(column.target)].keys);
+        break;
+      case CsvColumn::Kind::kSequence: {
         std::vector<uint64_t>& keys = batch.tables[size_t(column.target)].keys;
-        const char* q = field.data();
-        const char* const field_end = q + field.size();
-        while (q < field_end) {
-          const char* sep = static_cast<const char*>(std::memchr(q, column.separator, size_t(field_end - q)));
-          const char* stop = sep ? sep : field_end;
-          if (stop > q)
-            keys.push_back(feature_key(uint32_t(column.target), std::string_view(q, size_t(stop - q))));
-          if (sep == nullptr) break;
-          q = sep + 1;
+        const size_t first = keys.size();
+        append_ids(field, column.separator, uint32_t(column.target), keys);
+        const int64_t cap = schema_.max_history;
+        if (cap > 0 && int64_t(keys.size() - first) > cap) {  // keep the most recent ids
+          keys.erase(keys.begin() + int64_t(first), keys.end() - cap);
         }
         break;
       }
+      case CsvColumn::Kind::kCandidate:
+        candidates_[size_t(column.sequence)] =
+            field.empty() ? empty_key_[size_t(column.target)] : feature_key(uint32_t(column.target), field);
+        break;
       case CsvColumn::Kind::kSkip:
         break;
     }
+  }
+  // Target-last bags: the candidate after its history, wherever its column was.
+  for (int q = 0; q < schema_.num_sequences; ++q) {
+    batch.tables[size_t(schema_.sequence_tables[size_t(q)])].keys.push_back(candidates_[size_t(q)]);
   }
   if (more) {
     size_t fields = schema_.columns.size() + 1;
@@ -200,6 +256,8 @@ bool CsvParser::missing_columns(LineError& error, size_t present) const {
       case CsvColumn::Kind::kCategorical: return "cat";
       case CsvColumn::Kind::kMultiHot: return "multi";
       case CsvColumn::Kind::kSkip: return "skip";
+      case CsvColumn::Kind::kSequence: return "seq";
+      case CsvColumn::Kind::kCandidate: return "cand";
     }
     return "?";
   };

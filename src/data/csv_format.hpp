@@ -1,6 +1,14 @@
 // Generic delimited text: a column spec (data.csv_columns) says which columns are
-// the label, dense numbers, single categoricals, multi-hot lists or ignored. No
-// quoting: a delimiter inside a field is not supported.
+// the label, dense numbers, single categoricals, multi-hot lists, behaviour
+// sequences with their candidates, or ignored. No quoting: a delimiter inside a
+// field is not supported.
+//
+// Sequences (DIN's click-log layouts, e.g. hist_items;hist_cates;item;cate;label as
+// seq:|,seq:|,cand,cand,label): each seq:SEP column is an ordered list of ids and
+// opens a table; the i-th cand column is the candidate of the i-th seq column. The
+// table's bag is the history (oldest first, at most data.max_seq_len most recent),
+// then the candidate last: the target-last bag model.kind = din reads, history and
+// candidate hashed into one key space.
 #pragma once
 
 #include <string>
@@ -12,10 +20,11 @@ namespace strata::data {
 
 // One column of the input, expanded from the spec.
 struct CsvColumn {
-  enum class Kind { kLabel, kDense, kCategorical, kMultiHot, kSkip };
+  enum class Kind { kLabel, kDense, kCategorical, kMultiHot, kSkip, kSequence, kCandidate };
   Kind kind = Kind::kSkip;
-  int target = 0;      // dense index (kDense) or table index (kCategorical, kMultiHot)
-  char separator = 0;  // between the values of a multi-hot field
+  int target = 0;      // dense index (kDense) or table index (the others but kLabel, kSkip)
+  char separator = 0;  // between the values of a multi-hot or sequence field
+  int sequence = -1;   // kSequence, kCandidate: which seq column (0-based) it belongs to
 };
 
 struct CsvSchema {
@@ -23,12 +32,16 @@ struct CsvSchema {
   std::vector<CsvColumn> columns;  // in file order
   int num_dense = 0;
   int num_tables = 0;
+  int num_sequences = 0;          // seq:SEP columns (each with one cand column)
+  std::vector<int> sequence_tables;  // (num_sequences) table of each
+  int64_t max_history = 0;        // data.max_seq_len: most recent history ids kept (0 = all)
 };
 
 // The grammar of data.csv_columns, for error messages.
 inline constexpr const char* kCsvColumnsGrammar =
     "a comma list of column groups in file order: label (exactly once), dense:N, cat:N, "
-    "multi:N:SEP (SEP one character, not ','), skip:N; e.g. data.csv_columns=label,dense:13,cat:26";
+    "multi:N:SEP (SEP one character, not ','), seq:SEP (an ordered id list; the i-th cand column is "
+    "the candidate of the i-th seq), cand, skip:N; e.g. data.csv_columns=label,dense:13,cat:26";
 
 // Parses data.csv_columns and data.csv_delimiter; throws strata::Error naming the key.
 CsvSchema parse_csv_schema(const DataOptions& options);
@@ -46,6 +59,7 @@ class CsvParser final : public LineParser {
 
   CsvSchema schema_;
   std::vector<uint64_t> empty_key_;  // (num_tables) key of a missing categorical
+  std::vector<uint64_t> candidates_;  // (num_sequences) this line's candidate keys
 };
 
 }  // namespace strata::data

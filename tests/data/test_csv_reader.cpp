@@ -1,6 +1,6 @@
 // Generic CSV/TSV reader: the column spec grammar and its errors, delimiters,
-// float dense values, single and multi-hot categoricals, skipped columns, headers,
-// short lines.
+// float dense values, single and multi-hot categoricals, behaviour sequences with
+// their candidates, skipped columns, headers, short lines.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -225,6 +225,49 @@ TEST(CsvReader, HeaderIsSkippedOnceAndLinesKeepTheirNumbers) {
   reader = open_text_reader(options, path, 0, 1);
   testing::drain(*reader, 4, 0, 1);
   EXPECT_EQ(reader->stats().malformed, 2);
+}
+
+TEST(CsvReader, SequencesBecomeTargetLastBagsOfTheirCandidate) {
+  ScratchDir dir;
+  // DIN's Amazon layout: hist_items;hist_cates;item;cate;label, and a dense column.
+  DataOptions options = csv("seq:|,seq:|,cand,cand,label,dense:1", ";");
+  const std::string path = dir.file("din.csv",
+                                    "i1|i2|i3;c1|c1|c2;i9;c2;1;5\n"
+                                    ";;i4;c3;0;\n"           // no history: the bag is the candidate alone
+                                    "i5||i6|;c4;;c4;1;1\n"); // empty ids add nothing, an empty cand is "missing"
+  const Drained got = read_all(options, path);
+  ASSERT_EQ(got.keys.size(), 2u);
+  auto k = [](uint32_t t, const char* s) { return feature_key(t, std::string_view(s)); };
+  EXPECT_EQ(got.labels, (std::vector<float>{1, 0, 1}));
+  EXPECT_EQ(got.lengths[0], (std::vector<int32_t>{4, 1, 3}));
+  EXPECT_EQ(got.keys[0], (std::vector<uint64_t>{k(0, "i1"), k(0, "i2"), k(0, "i3"), k(0, "i9"), k(0, "i4"),
+                                                k(0, "i5"), k(0, "i6"), k(0, "")}));
+  EXPECT_EQ(got.lengths[1], (std::vector<int32_t>{4, 1, 2}));
+  EXPECT_EQ(got.keys[1], (std::vector<uint64_t>{k(1, "c1"), k(1, "c1"), k(1, "c2"), k(1, "c2"), k(1, "c3"),
+                                                k(1, "c4"), k(1, "c4")}));
+  // The candidate may come before its sequence; data.max_seq_len keeps the most recent ids.
+  DataOptions first = csv("label,cand,seq:|");
+  first.max_seq_len = 2;
+  const Drained cut = read_all(first, dir.file("cut.csv", "1,x,a|b|c|d\n0,y,e\n"));
+  EXPECT_EQ(cut.lengths[0], (std::vector<int32_t>{3, 2}));
+  EXPECT_EQ(cut.keys[0], (std::vector<uint64_t>{k(0, "c"), k(0, "d"), k(0, "x"), k(0, "e"), k(0, "y")}));
+}
+
+TEST(CsvSpec, SequenceColumnsNeedTheirCandidates) {
+  for (const char* bad : {"label,seq:|", "label,cand", "label,seq:|,seq:;,cand", "label,seq,cand",
+                          "label,seq:||,cand", "label,seq:|,cand:2"}) {
+    try {
+      parse_csv_schema(csv(bad));
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("data.csv_columns"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parse_csv_schema(csv("label,seq:;,cand", ";")), Error);  // SEP is the delimiter
+  const CsvSchema schema = parse_csv_schema(csv("cat:2,cand,label,seq:|"));
+  EXPECT_EQ(schema.num_tables, 3);
+  ASSERT_EQ(schema.sequence_tables, (std::vector<int>{2}));
+  EXPECT_EQ(schema.columns[2].target, 2) << "a candidate hashes into its sequence's table";
 }
 
 }  // namespace
