@@ -298,6 +298,11 @@ RunOptions parse_run_options(const std::vector<std::string>& raw_args) {
   return options;
 }
 
+namespace {
+// Models that rank next items (data.sequence_task = next_item) rather than predict clicks.
+bool next_item_model(const std::string& kind) { return kind == "sasrec" || kind == "hstu"; }
+}  // namespace
+
 void validate(const RunOptions& options) {
   RunOptions copy = options;
   visit_options(copy, [&](const char* key, auto& field, const char*) {
@@ -377,7 +382,7 @@ void validate(const RunOptions& options) {
     require_positive("data.sequence_negatives", options.data.sequence_negatives);
     require_positive("data.sequence_eval_negatives", options.data.sequence_eval_negatives);
     const bool next_item = options.data.sequence_task == "next_item";
-    const bool ranks = options.model.kind == "sasrec";
+    const bool ranks = next_item_model(options.model.kind);
     if (next_item != ranks) {
       throw Error("model.kind = " + options.model.kind + " does not train on data.sequence_task = " +
                       options.data.sequence_task + " samples",
@@ -391,9 +396,10 @@ void validate(const RunOptions& options) {
       data::parse_sequence_length(options.data.sequence_length, law);
     }
   }
-  if (options.model.kind == "sasrec" && options.data.source != "sequences" &&
+  if (next_item_model(options.model.kind) && options.data.source != "sequences" &&
       options.data.source != "synthetic_sequences") {
-    throw Error("model.kind = sasrec reads behaviour sequences, not data.source = " + options.data.source,
+    throw Error("model.kind = " + options.model.kind + " reads behaviour sequences, not data.source = " +
+                    options.data.source,
                 "set data.source = sequences (an event file) or synthetic_sequences, and data.sequence_task = next_item");
   }
   if (options.data.source == "csv" && options.data.csv_columns.empty()) {
