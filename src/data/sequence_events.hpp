@@ -60,6 +60,9 @@ SequenceCorpus read_sequence_events(const SequenceOptions& options, const std::s
 // n events) and have no validation or test target.
 enum class SequenceSplit { kTrain, kValidation, kTest };
 
+// Events of a user with n events that the train split holds.
+inline int64_t train_split_length(int64_t n) { return n >= 3 ? n - 2 : n; }
+
 // The events of one user that a split uses, as [begin, end) indices into the corpus
 // arrays. Train: history [b, e - 1) predicts targets [b + 1, e) position by position.
 // Validation / test: history is every event before the single target.

@@ -9,6 +9,7 @@
 #include "common/error.hpp"
 #include "common/rng.hpp"
 #include "data/index_permutation.hpp"
+#include "data/sequence_samples.hpp"
 
 namespace strata::data {
 
@@ -17,8 +18,6 @@ namespace {
 constexpr uint64_t kOrderSalt = 0x4e584f5244455231ULL;     // "NXORDER1"
 constexpr uint64_t kNegativeSalt = 0x4e584e4547415431ULL;  // "NXNEGAT1"
 constexpr int kNegativeRedraws = 32;
-
-int64_t train_events(int64_t n) { return n >= 3 ? n - 2 : n; }
 
 }  // namespace
 
@@ -43,16 +42,10 @@ struct NextItemSamples::Impl {
 };
 
 NextItemSamples::NextItemSamples(std::shared_ptr<const SequenceCorpus> corpus, const NextItemOptions& options) {
-  if (!corpus || corpus->num_events() == 0) {
-    throw Error("the behaviour sequences hold no events", "check data.train (or data.sequence_users)");
-  }
+  check_sample_corpus(corpus.get(), options.max_history);
   if (options.eval_negatives < 1) {
     throw Error("data.sequence_eval_negatives = " + std::to_string(options.eval_negatives) + " must be at least 1",
                 "set data.sequence_eval_negatives = 100 (SASRec's protocol) or another count >= 1");
-  }
-  if (options.max_history < 0) {
-    throw Error("data.max_seq_len = " + std::to_string(options.max_history) + " is negative",
-                "use 0 (every event) or the number of most recent events to keep");
   }
   auto impl = std::make_shared<Impl>();
   impl->corpus = std::move(corpus);
@@ -60,7 +53,7 @@ NextItemSamples::NextItemSamples(std::shared_ptr<const SequenceCorpus> corpus, c
   const SequenceCorpus& c = *impl->corpus;
   for (int64_t u = 0; u < c.num_users(); ++u) {
     const int64_t n = c.length(u);
-    if (train_events(n) >= 2) impl->train_users.push_back(u);
+    if (train_split_length(n) >= 2) impl->train_users.push_back(u);
     if (n >= 3) impl->eval_users.push_back(u);
   }
   impl->items = c.items;
@@ -101,7 +94,7 @@ void NextItemSamples::generate(Stream stream, int64_t first, int32_t count, Batc
     seen.insert(c.items.begin() + begin, c.items.begin() + begin + n);
     CounterRng rng(mix64(m.options.seed ^ kNegativeSalt, uint64_t(stream), uint64_t(i)));
     // History events [h0, h1); training targets are h0 + 1 .. h1, evaluation's one target h1.
-    int64_t h1 = train ? begin + train_events(n) - 1 : begin + n - (m.options.eval_on_test ? 1 : 2);
+    int64_t h1 = train ? begin + train_split_length(n) - 1 : begin + n - (m.options.eval_on_test ? 1 : 2);
     int64_t h0 = begin;
     if (cap > 0) h0 = std::max(h0, h1 - cap);
     history.keys.insert(history.keys.end(), c.items.begin() + h0, c.items.begin() + h1);

@@ -21,9 +21,6 @@ constexpr uint64_t kOrderSalt = 0x5345514f52444552ULL;     // "SEQORDER"
 constexpr uint64_t kNegativeSalt = 0x5345514e45474154ULL;  // "SEQNEGAT"
 constexpr int kNegativeRedraws = 16;
 
-// The part of a user's events the training stream uses (the SASRec split).
-int64_t train_events(int64_t n) { return n >= 3 ? n - 2 : n; }
-
 }  // namespace
 
 struct SequenceSamples::Impl {
@@ -73,17 +70,21 @@ struct SequenceSamples::Impl {
   }
 };
 
-SequenceSamples::SequenceSamples(std::shared_ptr<const SequenceCorpus> corpus, const SequenceSampleOptions& options) {
-  if (!corpus || corpus->num_events() == 0) {
+void check_sample_corpus(const SequenceCorpus* corpus, int64_t max_history) {
+  if (corpus == nullptr || corpus->num_events() == 0) {
     throw Error("the behaviour sequences hold no events", "check data.train (or data.sequence_users)");
   }
+  if (max_history < 0) {
+    throw Error("data.max_seq_len = " + std::to_string(max_history) + " is negative",
+                "use 0 (every event) or the number of most recent events to keep");
+  }
+}
+
+SequenceSamples::SequenceSamples(std::shared_ptr<const SequenceCorpus> corpus, const SequenceSampleOptions& options) {
+  check_sample_corpus(corpus.get(), options.max_history);
   if (options.negatives < 1) {
     throw Error("data.sequence_negatives = " + std::to_string(options.negatives) + " must be at least 1",
                 "set data.sequence_negatives = 1 (one negative per positive) or more");
-  }
-  if (options.max_history < 0) {
-    throw Error("data.max_seq_len = " + std::to_string(options.max_history) + " is negative",
-                "use 0 (every event) or the number of most recent events to keep");
   }
   auto impl = std::make_shared<Impl>();
   impl->corpus = std::move(corpus);
@@ -93,7 +94,7 @@ SequenceSamples::SequenceSamples(std::shared_ptr<const SequenceCorpus> corpus, c
   impl->positives_before.assign(size_t(users) + 1, 0);
   for (int64_t u = 0; u < users; ++u) {
     const int64_t n = c.length(u);
-    impl->positives_before[size_t(u) + 1] = impl->positives_before[size_t(u)] + std::max<int64_t>(0, train_events(n) - 1);
+    impl->positives_before[size_t(u) + 1] = impl->positives_before[size_t(u)] + std::max<int64_t>(0, train_split_length(n) - 1);
     if (n >= 3) impl->eval_users.push_back(u);
   }
   std::vector<uint64_t> items(c.items);

@@ -50,6 +50,10 @@ struct SequenceSampleOptions {
   uint64_t seed = 2024;          // order of the training positives and the negatives' items
 };
 
+// Throws strata::Error naming the deck key for an empty corpus or a negative
+// data.max_seq_len: what every kind of sequence sample needs.
+void check_sample_corpus(const SequenceCorpus* corpus, int64_t max_history);
+
 class SequenceSamples {
  public:
   SequenceSamples(std::shared_ptr<const SequenceCorpus> corpus, const SequenceSampleOptions& options);

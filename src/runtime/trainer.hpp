@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,6 +56,7 @@ class Trainer {
   // trainer_eval.cpp
   void evaluate();
   void evaluate_ranking();
+  void for_each_eval_batch(const std::function<void(const data::Batch&)>& on_batch);
   void finish();
 
   const RunOptions& options_;

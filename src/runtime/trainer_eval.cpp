@@ -1,7 +1,9 @@
-// The trainer after training: evaluation on the held-out stream (exact AUC
-// over every trainer's predictions, on trainer 0) and the final row dump that
-// the params digest is taken over.
+// The trainer after training: evaluation on the held-out stream (exact AUC over
+// every trainer's predictions, on trainer 0; HR@10 / NDCG@10 for models that rank
+// items) and the final row dump that the params digest is taken over.
 #include <spdlog/spdlog.h>
+
+#include <functional>
 
 #include "comm/collectives.hpp"
 #include "data/sequence_next_item.hpp"
@@ -11,16 +13,14 @@
 
 namespace strata::runtime {
 
-// Next-item models: HR@10 and NDCG@10 of each sample's target among its candidates,
-// summed on every trainer and then over trainers.
-void Trainer::evaluate_ranking() {
-  constexpr int kTopK = 10;
+// Runs every held-out batch through the store, each trainer its own; on_batch gets
+// a trainer's batches with row_ptrs_ pointing at their rows. Trainers whose stream
+// ended keep taking part in the server rounds with an empty batch.
+void Trainer::for_each_eval_batch(const std::function<void(const data::Batch&)>& on_batch) {
   phase_ended_ = false;
-  model::RankingSums sums;
   data::Batch batch;
   data::Batch empty;
   empty.reset(shape_.num_dense, shape_.num_tables);
-  std::vector<float> scores;
   while (true) {
     int have = !phase_ended_ && receive_batch(batch) ? 1 : 0;
     comm::allreduce(&have, 1, MPI_INT, MPI_MAX, comm_);
@@ -30,14 +30,25 @@ void Trainer::evaluate_ranking() {
     store_->pull(b, rows_, /*for_training=*/false);  // every trainer takes part in each server round
     if (!mine) continue;
     for (int t = 0; t < shape_.num_tables; ++t) row_ptrs_[t] = rows_[t].data();
+    on_batch(b);
+  }
+  end_phase(true);
+}
+
+// Next-item models: HR@10 and NDCG@10 of each sample's target among its candidates,
+// summed on every trainer and then over trainers.
+void Trainer::evaluate_ranking() {
+  constexpr int kTopK = 10;
+  model::RankingSums sums;
+  std::vector<float> scores;
+  for_each_eval_batch([&](const data::Batch& b) {
     model_->score_candidates(b, row_ptrs_, scores);
     const std::vector<int32_t>& offsets = b.tables[data::kNextItemCandidateTable].offsets;
     for (int32_t s = 0; s < b.size; ++s) {
       const size_t begin = size_t(offsets[size_t(s)]), end = size_t(offsets[size_t(s) + 1]);
       sums.add(model::target_rank(scores.data() + begin, end - begin), kTopK);
     }
-  }
-  end_phase(true);
+  });
   double totals[3] = {sums.hits, sums.ndcg, double(sums.samples)};
   comm::allreduce(totals, 3, MPI_DOUBLE, MPI_SUM, comm_);
   if (is_root()) {
@@ -54,27 +65,14 @@ void Trainer::evaluate() {
     evaluate_ranking();
     return;
   }
-  phase_ended_ = false;
   std::vector<float> probs, labels;
-  data::Batch batch;
-  data::Batch empty;
-  empty.reset(shape_.num_dense, shape_.num_tables);
   std::vector<float> batch_probs;
-  while (true) {
-    int have = !phase_ended_ && receive_batch(batch) ? 1 : 0;
-    comm::allreduce(&have, 1, MPI_INT, MPI_MAX, comm_);
-    if (!have) break;
-    const bool mine = !phase_ended_;
-    const data::Batch& b = mine ? batch : empty;
-    store_->pull(b, rows_, /*for_training=*/false);  // every trainer takes part in each server round
-    if (!mine) continue;
-    for (int t = 0; t < shape_.num_tables; ++t) row_ptrs_[t] = rows_[t].data();
+  for_each_eval_batch([&](const data::Batch& b) {
     batch_probs.resize(b.size);
     model_->predict(b, row_ptrs_, batch_probs.data());
     probs.insert(probs.end(), batch_probs.begin(), batch_probs.end());
     labels.insert(labels.end(), b.labels.begin(), b.labels.end());
-  }
-  end_phase(true);
+  });
   // Exact AUC needs every prediction in one place.
   const int bytes = static_cast<int>(probs.size() * sizeof(float));
   const std::vector<char> all_probs = comm::gather_bytes(probs.data(), bytes, 0, comm_);
