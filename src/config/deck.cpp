@@ -65,7 +65,7 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("data.teacher_scale", o.data.teacher_scale, "strength of the synthetic teacher's logit");
   v("data.data_seed", o.data.data_seed, "seed of the synthetic data and its teacher");
 
-  v("model.kind", o.model.kind, "the network: dlrm | din (target attention over the history table) | sasrec (next-item self-attention)");
+  v("model.kind", o.model.kind, "the network: dlrm | din (target attention over the history table) | sasrec (next-item self-attention) | hstu (next-item HSTU layers)");
   v("model.embedding_dim", o.model.embedding_dim, "width of every embedding row");
   v("model.bottom_mlp", o.model.bottom_mlp, "bottom MLP widths; the last equals embedding_dim");
   v("model.top_mlp", o.model.top_mlp, "top MLP hidden widths (a width-1 output is added)");
@@ -78,6 +78,12 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("model.sasrec_heads", o.model.sasrec_heads, "sasrec: attention heads (must divide embedding_dim)");
   v("model.sasrec_max_len", o.model.sasrec_max_len,
     "sasrec: longest history, rows of the positional embedding (>= data.max_seq_len)");
+  v("model.hstu_blocks", o.model.hstu_blocks, "hstu: HSTU layers");
+  v("model.hstu_heads", o.model.hstu_heads, "hstu: attention heads (must divide embedding_dim)");
+  v("model.hstu_max_len", o.model.hstu_max_len,
+    "hstu: longest history, rows of the positional embedding (>= data.max_seq_len)");
+  v("model.hstu_buckets", o.model.hstu_buckets,
+    "hstu: relative-position bias buckets per layer (distances >= buckets - 1 share the last)");
 
   v("optim.dense", o.optim.dense, "adam | adagrad | sgd for the dense weights");
   v("optim.dense_lr", o.optim.dense_lr, "dense learning rate");
@@ -166,7 +172,7 @@ const std::map<std::string, std::vector<std::string>>& choices() {
       {"data.sequence_eval", {"validation", "test"}},
       {"data.sequence_task", {"ctr", "next_item"}},
       {"tune.sampler", {"tpe", "random", "cmaes"}},
-      {"model.kind", {"dlrm", "din", "sasrec"}},
+      {"model.kind", {"dlrm", "din", "sasrec", "hstu"}},
       {"model.pooling", {"sum", "mean"}},
       {"optim.dense", {"adam", "adagrad", "sgd"}},
       {"optim.sparse", {"adagrad", "sgd"}},

@@ -71,6 +71,10 @@ struct ModelOptions {
   int sasrec_blocks = 2;                  // sasrec: self-attention blocks
   int sasrec_heads = 1;                   // sasrec: attention heads (must divide embedding_dim)
   int sasrec_max_len = 200;               // sasrec: longest history, rows of the positional embedding (>= data.max_seq_len)
+  int hstu_blocks = 2;                    // hstu: HSTU layers
+  int hstu_heads = 1;                     // hstu: attention heads (must divide embedding_dim)
+  int hstu_max_len = 200;                 // hstu: longest history, rows of the positional embedding (>= data.max_seq_len)
+  int hstu_buckets = 64;                  // hstu: relative-position bias buckets per layer (distances >= buckets - 1 share the last)
 };
 
 struct OptimizerOptions {

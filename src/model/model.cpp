@@ -4,17 +4,18 @@
 #include "common/error.hpp"
 #include "model/din.hpp"
 #include "model/dlrm.hpp"
+#include "model/hstu.hpp"
 #include "model/sasrec.hpp"
 
 namespace strata::model {
 
 void Model::score_candidates(const data::Batch&, const std::vector<const float*>&, std::vector<float>&) {
   throw Error("model.kind " + kind() + " does not rank items",
-              "use a next-item model (model.kind = sasrec) for ranked evaluation");
+              "use a next-item model (model.kind = sasrec or hstu) for ranked evaluation");
 }
 
 const std::vector<std::string>& model_kinds() {
-  static const std::vector<std::string> kinds = {"dlrm", "din", "sasrec"};
+  static const std::vector<std::string> kinds = {"dlrm", "din", "sasrec", "hstu"};
   return kinds;
 }
 
@@ -22,6 +23,7 @@ std::unique_ptr<Model> make_model(const ModelOptions& options, int num_dense, in
   if (options.kind == "dlrm") return std::make_unique<Dlrm>(options, num_dense, num_tables, seed);
   if (options.kind == "din") return std::make_unique<Din>(options, num_dense, num_tables, seed);
   if (options.kind == "sasrec") return std::make_unique<Sasrec>(options, num_dense, num_tables, seed);
+  if (options.kind == "hstu") return std::make_unique<Hstu>(options, num_dense, num_tables, seed);
   std::string known;
   for (const auto& kind : model_kinds()) known += (known.empty() ? "" : " | ") + kind;
   throw Error("unknown model.kind '" + options.kind + "'", "set model.kind to one of " + known);

@@ -1,0 +1,495 @@
+// Hstu: item + positional embedding, HSTU layers (LN, one SiLU projection into U, V,
+// Q, K, pointwise attention with a relative-position bias, LN(AV) gated by U, output
+// projection, residual), final LN, dot-product scores against the candidates' rows.
+// Every activation is a jagged (total_tokens, width) buffer in sample order then
+// history position; buffers grow with the batch and are then reused. Every sum over
+// tokens runs in token order, so a step is bit-reproducible.
+#include "model/hstu.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/host/attention.hpp"
+#include "backend/host/host_kernels.hpp"
+#include "common/error.hpp"
+#include "common/rng.hpp"
+#include "model/linear.hpp"
+
+namespace strata::model {
+
+namespace host = backend::host;
+
+namespace {
+
+constexpr uint64_t kPositionInitStream = 0x68737475706f7369ULL;  // "hstuposi"
+constexpr uint64_t kBiasInitStream = 0x6873747562696173ULL;      // "hstubias"
+constexpr float kLayerNormEps = 1e-6f;
+// HSTU's reference initialises the relative-position bias N(0, 0.02); uniform with
+// the same standard deviation keeps every value a pure function of (seed, index).
+constexpr float kBiasInitLimit = 0.0346410162f;  // 0.02 sqrt(3)
+
+// softplus(x) = log(1 + e^x) without overflow.
+double softplus(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }
+float sigmoid(float x) {
+  if (x >= 0.0f) return 1.0f / (1.0f + std::exp(-x));
+  const float e = std::exp(x);
+  return e / (1.0f + e);
+}
+
+float dot(const float* a, const float* b, int n) {
+  float s = 0.0f;
+  for (int d = 0; d < n; ++d) s += a[d] * b[d];
+  return s;
+}
+
+// LayerNorm over the last axis with a learned gain (dim) and bias (dim), the same
+// arithmetic as Sasrec's (model/sasrec.cpp keeps its own copy private).
+class LayerNorm {
+ public:
+  LayerNorm(DenseParameters& params, const std::string& name, int dim)
+      : dim_(dim), gain_(params.add(name + ".gain", {dim})), bias_(params.add(name + ".bias", {dim})) {}
+
+  void init(DenseParameters& params) const {
+    std::fill_n(params.values(gain_), dim_, 1.0f);
+    std::fill_n(params.values(bias_), dim_, 0.0f);
+  }
+
+  // y (rows, dim) from x (rows, dim); mean and rstd (rows) kept for backward.
+  void forward(const DenseParameters& params, const float* x, int rows, float* y, float* mean,
+               float* rstd) const {
+    const float* g = params.values().data() + gain_;
+    const float* b = params.values().data() + bias_;
+    const int D = dim_;
+    for (int r = 0; r < rows; ++r) {
+      const float* xr = x + size_t(r) * D;
+      double sum = 0.0;
+      for (int d = 0; d < D; ++d) sum += xr[d];
+      const double mu = sum / D;
+      double var = 0.0;
+      for (int d = 0; d < D; ++d) var += (xr[d] - mu) * (xr[d] - mu);
+      const float m = float(mu), s = float(1.0 / std::sqrt(var / D + double(kLayerNormEps)));
+      mean[r] = m;
+      rstd[r] = s;
+      float* yr = y + size_t(r) * D;
+      for (int d = 0; d < D; ++d) yr[d] = g[d] * ((xr[d] - m) * s) + b[d];
+    }
+  }
+
+  // dx (rows, dim) += d/dx given dy (rows, dim); d gain, d bias written, summed over
+  // rows in ascending order from zero.
+  void backward(DenseParameters& params, const float* x, const float* mean, const float* rstd,
+                const float* dy, int rows, float* dx) const {
+    const float* g = params.values().data() + gain_;
+    float* dg = params.grads(gain_);
+    float* db = params.grads(bias_);
+    const int D = dim_;
+    std::fill_n(dg, D, 0.0f);
+    std::fill_n(db, D, 0.0f);
+    for (int r = 0; r < rows; ++r) {
+      const float* xr = x + size_t(r) * D;
+      const float* dyr = dy + size_t(r) * D;
+      const float m = mean[r], s = rstd[r];
+      float sum_g = 0.0f, sum_gx = 0.0f;
+      for (int d = 0; d < D; ++d) {
+        const float xhat = (xr[d] - m) * s, gd = dyr[d] * g[d];
+        sum_g += gd;
+        sum_gx += gd * xhat;
+        dg[d] += dyr[d] * xhat;
+        db[d] += dyr[d];
+      }
+      const float mean_g = sum_g / float(D), mean_gx = sum_gx / float(D);
+      float* dxr = dx + size_t(r) * D;
+      for (int d = 0; d < D; ++d) {
+        const float xhat = (xr[d] - m) * s;
+        dxr[d] += s * (dyr[d] * g[d] - mean_g - xhat * mean_gx);
+      }
+    }
+  }
+
+ private:
+  int dim_;
+  size_t gain_;
+  size_t bias_;
+};
+
+// The layers of one HSTU layer, registered as "block.<l>.*".
+struct HstuBlock {
+  LayerNorm input_ln;
+  Linear uvqk;          // (4 dim, dim): U, V, Q, K before SiLU, in that order
+  size_t relative_bias;  // (buckets) attention bias by distance i - j, last bucket for the rest
+  LayerNorm attention_ln;
+  Linear output;        // (dim, dim)
+
+  HstuBlock(DenseParameters& params, const std::string& name, const HstuShape& s)
+      : input_ln(params, name + ".input_ln", s.dim),
+        uvqk(params, name + ".uvqk", s.dim, 4 * s.dim, Activation::kNone),
+        relative_bias(params.add(name + ".relative_bias", {s.buckets})),
+        attention_ln(params, name + ".attention_ln", s.dim),
+        output(params, name + ".output", s.dim, s.dim, Activation::kNone) {}
+
+  void init(DenseParameters& params, const HstuShape& s, uint64_t seed) const {
+    input_ln.init(params);
+    uvqk.init(params, seed);
+    float* rab = params.values(relative_bias);
+    for (int i = 0; i < s.buckets; ++i)
+      rab[i] = (2.0f * to_unit_float(mix64(seed, kBiasInitStream, uint64_t(relative_bias + size_t(i)))) - 1.0f) *
+               kBiasInitLimit;
+    attention_ln.init(params);
+    output.init(params, seed);
+  }
+};
+
+// What one layer keeps from forward to backward, each (tokens, dim) unless noted.
+struct BlockActivations {
+  std::vector<float> ln_in, in_mean, in_rstd;  // LN(x); (tokens) statistics
+  std::vector<float> pre;                      // (tokens, 4 dim) W1 y + b1, before SiLU
+  std::vector<float> u, v, q, k;               // SiLU(pre) split in four
+  std::vector<float> av;                       // attention output A(X) V(X)
+  std::vector<float> ln_av, av_mean, av_rstd;  // LN(AV); (tokens) statistics
+  std::vector<float> gated;                    // LN(AV) . U, the output projection's input
+};
+
+}  // namespace
+
+HstuShape hstu_shape(const ModelOptions& options, int num_tables) {
+  HstuShape shape;
+  shape.dim = options.embedding_dim;
+  shape.heads = options.hstu_heads;
+  shape.blocks = options.hstu_blocks;
+  shape.max_len = options.hstu_max_len;
+  shape.buckets = options.hstu_buckets;
+  if (shape.dim <= 0)
+    throw Error("model.embedding_dim = " + std::to_string(shape.dim) + " is not positive",
+                "set model.embedding_dim to the width of the item rows, e.g. 64");
+  if (shape.heads <= 0 || shape.dim % shape.heads != 0)
+    throw Error("model.hstu_heads = " + std::to_string(shape.heads) + " does not divide model.embedding_dim = " +
+                    std::to_string(shape.dim),
+                "set model.hstu_heads to a positive divisor of model.embedding_dim (1 by default)");
+  if (shape.blocks <= 0)
+    throw Error("model.hstu_blocks = " + std::to_string(shape.blocks) + " is not positive",
+                "set model.hstu_blocks >= 1 (2 by default)");
+  if (shape.max_len <= 0)
+    throw Error("model.hstu_max_len = " + std::to_string(shape.max_len) + " is not positive",
+                "set model.hstu_max_len to the longest history, at least data.max_seq_len (e.g. 200)");
+  if (shape.buckets <= 0)
+    throw Error("model.hstu_buckets = " + std::to_string(shape.buckets) + " is not positive",
+                "set model.hstu_buckets >= 1, the relative-position bias buckets per layer (64 by default)");
+  if (num_tables != kHstuTables)
+    throw Error("model.kind = hstu needs 2 tables (history, candidates) but the data has " +
+                    std::to_string(num_tables),
+                "use next-item samples: data.source = sequences or synthetic_sequences with "
+                "data.sequence_task = next_item");
+  return shape;
+}
+
+struct Hstu::Impl {
+  HstuShape shape;
+  DenseParameters params;
+  size_t position;  // (max_len, dim) positional embedding, row p for p events back
+  std::vector<HstuBlock> blocks;
+  LayerNorm final_ln;
+  host::AttentionScratch attention_scratch;
+
+  static std::vector<HstuBlock> make_blocks(DenseParameters& params, const HstuShape& s) {
+    std::vector<HstuBlock> out;
+    out.reserve(size_t(s.blocks));
+    for (int l = 0; l < s.blocks; ++l) out.emplace_back(params, "block." + std::to_string(l), s);
+    return out;
+  }
+
+  // Per token (N, dim) unless noted, in sample order then history position.
+  std::vector<int32_t> token_position;        // (N) index into the positional embedding
+  std::vector<std::vector<float>> stream;     // blocks + 1 residual streams; [0] is the input
+  std::vector<BlockActivations> acts;         // per layer
+  std::vector<float> final_mean, final_rstd;  // (N)
+  std::vector<float> h;                       // final LN output: the user state at each token
+  // Backward scratch; dpre is (N, 4 dim).
+  std::vector<float> dstream, dh, dy, dx, dn, dav, dq, dk, dv, dpre;
+
+  // Layout of the dense buffer: position, block.0.*, block.1.*, ..., final_ln.*.
+  Impl(const HstuShape& s, uint64_t seed)
+      : shape(s),
+        position(params.add("position", {s.max_len, s.dim})),
+        blocks(make_blocks(params, s)),
+        final_ln(params, "final_ln", s.dim) {
+    params.finalize();
+    // Glorot-uniform like Linear, each value a pure function of (seed, its index).
+    const float limit = float(std::sqrt(6.0 / double(s.max_len + s.dim)));
+    float* p = params.values(position);
+    for (size_t i = 0; i < size_t(s.max_len) * s.dim; ++i)
+      p[i] = (2.0f * to_unit_float(mix64(seed, kPositionInitStream, uint64_t(position + i))) - 1.0f) * limit;
+    for (const HstuBlock& block : blocks) block.init(params, s, seed);
+    final_ln.init(params);
+    stream.resize(size_t(s.blocks) + 1);
+    acts.resize(size_t(s.blocks));
+  }
+
+  // training: the candidates bags must hold 2 L_b keys; row_grads is checked when given.
+  void check(const data::Batch& batch, const std::vector<const float*>& rows,
+             const std::vector<float*>* row_grads, bool training) const {
+    const int B = batch.size;
+    const auto fail = [](const std::string& what) {
+      return Error("Hstu: malformed batch: " + what,
+                   "the batch must hold next-item samples (history, candidates tables) and be de-duplicated");
+    };
+    if (B < 0) throw fail("negative size");
+    if (batch.tables.size() != size_t(kHstuTables) || rows.size() != size_t(kHstuTables) ||
+        (row_grads != nullptr && row_grads->size() != size_t(kHstuTables)))
+      throw Error("model.kind = hstu needs 2 tables (history, candidates) but the batch has " +
+                      std::to_string(batch.tables.size()) + " (rows " + std::to_string(rows.size()) + ")",
+                  "use next-item samples: data.sequence_task = next_item");
+    for (int t = 0; t < kHstuTables; ++t) {
+      const data::SparseBags& bags = batch.tables[t];
+      if (bags.offsets.size() != size_t(B) + 1 || bags.offsets[0] != 0)
+        throw fail("table " + std::to_string(t) + ": offsets must have B + 1 entries starting at 0");
+      for (int b = 0; b < B; ++b)
+        if (bags.offsets[b + 1] < bags.offsets[b]) throw fail("table " + std::to_string(t) + ": offsets decrease");
+      if (bags.index.size() != size_t(bags.offsets[B]))
+        throw fail("table " + std::to_string(t) + ": index must have offsets[B] entries");
+      const int32_t U = int32_t(bags.unique_keys.size());
+      for (int32_t i : bags.index)
+        if (i < 0 || i >= U) throw fail("table " + std::to_string(t) + ": index out of range");
+      if (U > 0 && (rows[t] == nullptr || (row_grads != nullptr && (*row_grads)[t] == nullptr)))
+        throw fail("table " + std::to_string(t) + ": null rows");
+    }
+    const auto& history = batch.tables[kHstuHistoryTable].offsets;
+    const auto& candidates = batch.tables[kHstuCandidateTable].offsets;
+    for (int b = 0; b < B; ++b) {
+      const int32_t L = history[b + 1] - history[b], C = candidates[b + 1] - candidates[b];
+      if (L > shape.max_len)
+        throw Error("Hstu: sample " + std::to_string(b) + " has a history of " + std::to_string(L) +
+                        " items, more than model.hstu_max_len = " + std::to_string(shape.max_len),
+                    "set model.hstu_max_len >= data.max_seq_len, or data.max_seq_len (> 0) to at most " +
+                        std::to_string(shape.max_len));
+      if (training && C != 2 * L)
+        throw Error("Hstu: training sample " + std::to_string(b) + " has " + std::to_string(C) +
+                        " candidates for a history of " + std::to_string(L) + " items; training needs 2 * " +
+                        std::to_string(L) + " = " + std::to_string(2 * L),
+                    "give the candidates table [pos_0, neg_0, pos_1, neg_1, ...], a positive and a negative "
+                    "per history position (data.sequence_task = next_item)");
+    }
+  }
+
+  // Runs the network; leaves the user states in h (N, dim). Returns N.
+  int forward(const data::Batch& batch, const std::vector<const float*>& rows) {
+    const int B = batch.size, D = shape.dim;
+    const data::SparseBags& history = batch.tables[kHstuHistoryTable];
+    const int N = history.offsets[B];
+    const size_t ND = size_t(N) * D;
+    const float* items = rows[kHstuHistoryTable];
+    const float* pos = params.values().data() + position;
+    const float item_scale = std::sqrt(float(D));
+
+    token_position.resize(size_t(N));
+    stream[0].resize(ND);
+    for (int b = 0; b < B; ++b) {
+      const int32_t first = history.offsets[b], last = history.offsets[b + 1];
+      for (int32_t t = first; t < last; ++t) {
+        token_position[t] = last - 1 - t;
+        const float* e = items + size_t(history.index[t]) * D;
+        const float* p = pos + size_t(token_position[t]) * D;
+        float* x = &stream[0][size_t(t) * D];
+        for (int d = 0; d < D; ++d) x[d] = item_scale * e[d] + p[d];
+      }
+    }
+    const host::JaggedAttentionShape attention_shape{B, shape.heads, shape.head_dim(), history.offsets.data()};
+    dy.resize(ND);  // the output projection before it joins the stream
+    for (int l = 0; l < shape.blocks; ++l) {
+      const HstuBlock& block = blocks[l];
+      BlockActivations& a = acts[l];
+      const float* x = stream[l].data();
+      for (auto* buffer : {&a.ln_in, &a.u, &a.v, &a.q, &a.k, &a.av, &a.ln_av, &a.gated}) buffer->resize(ND);
+      for (auto* buffer : {&a.in_mean, &a.in_rstd, &a.av_mean, &a.av_rstd}) buffer->resize(size_t(N));
+      a.pre.resize(4 * ND);
+      stream[l + 1].resize(ND);
+      if (N == 0) continue;
+
+      block.input_ln.forward(params, x, N, a.ln_in.data(), a.in_mean.data(), a.in_rstd.data());
+      block.uvqk.forward(params, a.ln_in.data(), N, a.pre.data());
+      for (int t = 0; t < N; ++t) {
+        const float* pre = &a.pre[size_t(t) * 4 * D];
+        float* parts[4] = {&a.u[size_t(t) * D], &a.v[size_t(t) * D], &a.q[size_t(t) * D], &a.k[size_t(t) * D]};
+        for (int c = 0; c < 4; ++c)
+          for (int d = 0; d < D; ++d) {
+            const float z = pre[c * D + d];
+            parts[c][d] = z * sigmoid(z);
+          }
+      }
+      host::hstu_attention_forward(attention_shape, a.q.data(), a.k.data(), a.v.data(),
+                                   params.values().data() + block.relative_bias, shape.buckets, a.av.data(),
+                                   attention_scratch);
+      block.attention_ln.forward(params, a.av.data(), N, a.ln_av.data(), a.av_mean.data(), a.av_rstd.data());
+      for (size_t i = 0; i < ND; ++i) a.gated[i] = a.ln_av[i] * a.u[i];
+      block.output.forward(params, a.gated.data(), N, dy.data());
+      float* out = stream[l + 1].data();
+      for (size_t i = 0; i < ND; ++i) out[i] = x[i] + dy[i];
+    }
+    h.resize(ND);
+    final_mean.resize(size_t(N));
+    final_rstd.resize(size_t(N));
+    if (N > 0)
+      final_ln.forward(params, stream[size_t(shape.blocks)].data(), N, h.data(), final_mean.data(), final_rstd.data());
+    return N;
+  }
+
+  // Given dh (N, dim) = d loss / d h: every dense gradient written, the history rows'
+  // gradients written into row_grads (U_0, dim).
+  void backward(const data::Batch& batch, int N, float* history_grads) {
+    const int B = batch.size, D = shape.dim;
+    const size_t ND = size_t(N) * D;
+    const data::SparseBags& history = batch.tables[kHstuHistoryTable];
+    const host::JaggedAttentionShape attention_shape{B, shape.heads, shape.head_dim(), history.offsets.data()};
+    for (auto* buffer : {&dstream, &dy, &dx, &dn, &dav, &dq, &dk, &dv}) buffer->resize(ND);
+    dpre.resize(4 * ND);
+
+    std::fill(dstream.begin(), dstream.end(), 0.0f);
+    final_ln.backward(params, stream[size_t(shape.blocks)].data(), final_mean.data(), final_rstd.data(), dh.data(),
+                      N, dstream.data());
+    for (int l = shape.blocks - 1; l >= 0; --l) {
+      const HstuBlock& block = blocks[l];
+      BlockActivations& a = acts[l];
+      // out = x + W2 (LN(AV) . U) + b2. output is linear: its backward does not read y.
+      std::copy(dstream.begin(), dstream.end(), dy.begin());
+      block.output.backward(params, a.gated.data(), dy.data(), dy.data(), N, dx.data());  // dx: d gated
+      // d U = d gated . LN(AV), kept in dy; d LN(AV) = d gated . U.
+      for (size_t i = 0; i < ND; ++i) {
+        dn[i] = dx[i] * a.u[i];
+        dy[i] = dx[i] * a.ln_av[i];
+      }
+      std::fill(dav.begin(), dav.end(), 0.0f);
+      block.attention_ln.backward(params, a.av.data(), a.av_mean.data(), a.av_rstd.data(), dn.data(), N, dav.data());
+      host::hstu_attention_backward(attention_shape, a.q.data(), a.k.data(), a.v.data(),
+                                    params.values().data() + block.relative_bias, shape.buckets, dav.data(),
+                                    dq.data(), dk.data(), dv.data(), params.grads(block.relative_bias),
+                                    attention_scratch);
+      // U, V, Q, K = SiLU(pre); SiLU'(z) = sigmoid(z) (1 + z (1 - sigmoid(z))).
+      for (int t = 0; t < N; ++t) {
+        const float* pre = &a.pre[size_t(t) * 4 * D];
+        float* dp = &dpre[size_t(t) * 4 * D];
+        const float* parts[4] = {&dy[size_t(t) * D], &dv[size_t(t) * D], &dq[size_t(t) * D], &dk[size_t(t) * D]};
+        for (int c = 0; c < 4; ++c)
+          for (int d = 0; d < D; ++d) {
+            const float z = pre[c * D + d], s = sigmoid(z);
+            dp[c * D + d] = parts[c][d] * (s * (1.0f + z * (1.0f - s)));
+          }
+      }
+      block.uvqk.backward(params, a.ln_in.data(), a.pre.data(), dpre.data(), N, dx.data());
+      // x feeds the residual (dstream already holds it) and LN(x).
+      block.input_ln.backward(params, stream[l].data(), a.in_mean.data(), a.in_rstd.data(), dx.data(), N,
+                              dstream.data());
+    }
+
+    // x_t = sqrt(dim) e(item_t) + P[position_t], summed in token order.
+    float* dpos = params.grads(position);
+    std::fill_n(dpos, size_t(shape.max_len) * D, 0.0f);
+    std::fill_n(history_grads, history.unique_keys.size() * D, 0.0f);
+    const float item_scale = std::sqrt(float(D));
+    for (int t = 0; t < N; ++t) {
+      const float* g = &dstream[size_t(t) * D];
+      float* row = history_grads + size_t(history.index[t]) * D;
+      float* p = dpos + size_t(token_position[t]) * D;
+      for (int d = 0; d < D; ++d) {
+        row[d] += item_scale * g[d];
+        p[d] += g[d];
+      }
+    }
+  }
+};
+
+Hstu::Hstu(const ModelOptions& options, int /*num_dense: ignored*/, int num_tables, uint64_t seed)
+    : impl_(std::make_unique<Impl>(hstu_shape(options, num_tables), seed)) {}
+
+Hstu::~Hstu() = default;
+
+const std::string& Hstu::kind() const {
+  static const std::string name = "hstu";
+  return name;
+}
+DenseParameters& Hstu::parameters() { return impl_->params; }
+const DenseParameters& Hstu::parameters() const { return impl_->params; }
+int Hstu::embedding_dim() const { return impl_->shape.dim; }
+int Hstu::num_tables() const { return kHstuTables; }
+const HstuShape& Hstu::shape() const { return impl_->shape; }
+
+double Hstu::forward_backward(const data::Batch& batch, const std::vector<const float*>& rows,
+                              const std::vector<float*>& row_grads, float loss_scale) {
+  Impl& m = *impl_;
+  m.check(batch, rows, &row_grads, /*training=*/true);
+  const int B = batch.size, D = m.shape.dim;
+  const int N = m.forward(batch, rows);
+  const data::SparseBags& candidates = batch.tables[kHstuCandidateTable];
+  const float* out_rows = rows[kHstuCandidateTable];
+  float* out_grads = row_grads[kHstuCandidateTable];
+  if (!candidates.unique_keys.empty()) std::fill_n(out_grads, candidates.unique_keys.size() * D, 0.0f);
+  if (N == 0) {
+    m.params.zero_grads();
+    if (!batch.tables[kHstuHistoryTable].unique_keys.empty())
+      std::fill_n(row_grads[kHstuHistoryTable], batch.tables[kHstuHistoryTable].unique_keys.size() * D, 0.0f);
+    return 0.0;
+  }
+
+  // Token t of sample b scores its (pos, neg) pair at candidates[2 (t - first_b)].
+  m.dh.assign(size_t(N) * D, 0.0f);
+  const auto& history = batch.tables[kHstuHistoryTable].offsets;
+  double loss = 0.0;
+  for (int b = 0; b < B; ++b) {
+    double sample_loss = 0.0;
+    for (int32_t t = history[b]; t < history[b + 1]; ++t) {
+      const float* h = &m.h[size_t(t) * D];
+      float* dh = &m.dh[size_t(t) * D];
+      const int32_t c = candidates.offsets[b] + 2 * (t - history[b]);
+      for (int k = 0; k < 2; ++k) {
+        const bool positive = k == 0;
+        const int32_t row = candidates.index[c + k];
+        const float* e = out_rows + size_t(row) * D;
+        const float s = dot(h, e, D);
+        sample_loss += softplus(positive ? -double(s) : double(s));
+        // d softplus(-s)/ds = -sigmoid(-s); d softplus(s)/ds = sigmoid(s).
+        const float ds = loss_scale * (positive ? -sigmoid(-s) : sigmoid(s));
+        float* de = out_grads + size_t(row) * D;
+        for (int d = 0; d < D; ++d) {
+          dh[d] += ds * e[d];
+          de[d] += ds * h[d];
+        }
+      }
+    }
+    loss += sample_loss;
+  }
+  m.backward(batch, N, row_grads[kHstuHistoryTable]);
+  return loss;
+}
+
+void Hstu::score_candidates(const data::Batch& batch, const std::vector<const float*>& rows,
+                            std::vector<float>& scores) {
+  Impl& m = *impl_;
+  m.check(batch, rows, nullptr, /*training=*/false);
+  const int B = batch.size, D = m.shape.dim;
+  m.forward(batch, rows);
+  const auto& history = batch.tables[kHstuHistoryTable].offsets;
+  const data::SparseBags& candidates = batch.tables[kHstuCandidateTable];
+  const float* out_rows = rows[kHstuCandidateTable];
+  scores.resize(candidates.index.size());
+  for (int b = 0; b < B; ++b) {
+    const int32_t first = candidates.offsets[b], last = candidates.offsets[b + 1];
+    if (history[b + 1] == history[b]) {
+      std::fill(scores.begin() + first, scores.begin() + last, 0.0f);
+      continue;
+    }
+    const float* h = &m.h[size_t(history[b + 1] - 1) * D];
+    for (int32_t c = first; c < last; ++c) scores[c] = dot(h, out_rows + size_t(candidates.index[c]) * D, D);
+  }
+}
+
+void Hstu::predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) {
+  Impl& m = *impl_;
+  score_candidates(batch, rows, m.dh);  // dh as scratch: predict leaves gradients alone
+  const auto& offsets = batch.tables[kHstuCandidateTable].offsets;
+  for (int b = 0; b < batch.size; ++b) {
+    if (offsets[b + 1] == offsets[b])
+      throw Error("Hstu: sample " + std::to_string(b) + " has no candidates to score",
+                  "give every evaluation sample its target item first in the candidates table");
+    probs[b] = sigmoid(m.dh[size_t(offsets[b])]);
+  }
+}
+
+}  // namespace strata::model

@@ -1,0 +1,533 @@
+// Hstu: gradients of the whole model (dense weights incl. the relative-position bias
+// tables and LN gains, history and candidate rows) against finite differences on a
+// jagged batch with histories of 0, 1, 2, 7 and 33 items, repeated items within a
+// history and keys in both tables; causality (a later history item leaves the earlier
+// positions alone); the relative-position bias reaches exactly the positions that have
+// its distance; training and scoring read the same user state; bitwise repeatability;
+// independence of a sample from the rest of the batch; the option, deck and batch
+// checks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "config/deck.hpp"
+#include "model/hstu.hpp"
+#include "model/model.hpp"
+#include "model_test_util.hpp"
+
+using namespace strata::model;
+using namespace strata::model::testing;
+using strata::ModelOptions;
+using strata::data::Batch;
+
+namespace {
+
+struct Fixture {
+  Batch batch;
+  std::vector<std::vector<float>> rows, grads;
+  std::vector<const float*> row_ptrs() const {
+    std::vector<const float*> p;
+    for (const auto& r : rows) p.push_back(r.data());
+    return p;
+  }
+  std::vector<float*> grad_ptrs() {
+    std::vector<float*> p;
+    for (auto& g : grads) p.push_back(g.data());
+    return p;
+  }
+};
+
+constexpr int kDim = 8;
+constexpr int kBuckets = 16;  // fewer than the longest history: the last bucket gathers distances 15..32
+const std::vector<int> kLengths = {2, 0, 33, 1, 7};
+
+// Fills rows (random; a key in both tables has the same values, as the store hands
+// out) and zeroed grads for the batch's tables.
+void fill_rows(Fixture& f, uint64_t seed) {
+  const std::vector<float> values = random_vector(64 * kDim, seed, -0.5f, 0.5f);
+  f.rows.clear();
+  f.grads.clear();
+  for (const auto& bags : f.batch.tables) {
+    std::vector<float> r(bags.unique_keys.size() * kDim);
+    for (size_t u = 0; u < bags.unique_keys.size(); ++u)
+      std::copy_n(&values[size_t(bags.unique_keys[u] - 1000) % 64 * kDim], kDim, &r[u * kDim]);
+    f.rows.push_back(r);
+    f.grads.emplace_back(r.size(), 0.0f);
+  }
+}
+
+// Training samples of the given history lengths over `items` item rows: histories with
+// repeats, positives the next history item (the last one a new item), negatives
+// spread over the key space; the candidates table shares keys with the history table.
+Fixture training_fixture(const std::vector<int>& lengths, uint64_t seed, int items = 10) {
+  Fixture f;
+  Batch& b = f.batch;
+  b.size = int32_t(lengths.size());
+  b.labels.assign(lengths.size(), 1.0f);
+  std::vector<std::vector<int32_t>> history, candidates;
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    std::vector<int32_t> h, c;
+    for (int i = 0; i < lengths[s]; ++i) h.push_back(int32_t((3 * s + 5 * i + i * i / 3) % items));
+    for (int i = 0; i < lengths[s]; ++i) {
+      c.push_back(i + 1 < lengths[s] ? h[size_t(i) + 1] : int32_t((7 * s + 2) % 14));
+      c.push_back(int32_t((11 * s + 3 * i + 1) % 14));
+    }
+    history.push_back(h);
+    candidates.push_back(c);
+  }
+  b.tables.push_back(make_bags(history, items));
+  b.tables.push_back(make_bags(candidates, 14));
+  fill_rows(f, seed);
+  return f;
+}
+
+// One training sample of history length L whose 2 L candidate occurrences each have a
+// row of their own, so that a candidate row's gradient ds h_i reads out the user state
+// at its position.
+Fixture readout_fixture(int L, uint64_t seed) {
+  Fixture f = training_fixture({L}, seed);
+  std::vector<int32_t> c(size_t(2 * L));
+  for (int i = 0; i < 2 * L; ++i) c[size_t(i)] = i;
+  f.batch.tables[1] = make_bags({c}, 2 * L);
+  fill_rows(f, seed);
+  return f;
+}
+
+// Positions (of a readout_fixture's gradients `before` and `after`) whose user state
+// moved: the largest change of each position's two candidate row gradients.
+std::vector<double> state_changes(const std::vector<float>& before, const std::vector<float>& after) {
+  std::vector<double> change(before.size() / (2 * kDim), 0.0);
+  for (size_t k = 0; k < before.size(); ++k) {
+    const size_t i = k / (2 * kDim);
+    const double tol = 1e-6 * std::fabs(before[k]) + 1e-9;
+    const double d = std::fabs(double(after[k]) - before[k]);
+    if (d > tol) change[i] = std::max(change[i], d);
+  }
+  return change;
+}
+
+ModelOptions small_options() {
+  ModelOptions o;
+  o.kind = "hstu";
+  o.embedding_dim = kDim;
+  o.hstu_heads = 2;
+  o.hstu_blocks = 2;
+  o.hstu_max_len = 40;
+  o.hstu_buckets = kBuckets;
+  return o;
+}
+
+// Biases (incl. the relative-position ones) and gains away from their initial values,
+// so that their gradients are checked off the symmetric point.
+void perturb_biases_and_gains(DenseParameters& p) {
+  for (const auto& s : p.slices()) {
+    const bool bias = s.name.find("bias") != std::string::npos, gain = s.name.find("gain") != std::string::npos;
+    if (!bias && !gain) continue;
+    const auto r = random_vector(s.size(), s.offset, -0.2f, 0.2f);
+    for (size_t i = 0; i < s.size(); ++i) p.values(s.offset)[i] = (gain ? 1.0f : 0.0f) + r[i];
+  }
+}
+
+// Sample s of f alone, as a batch of one.
+Fixture single_sample(const Fixture& f, int s) {
+  Fixture one = f;
+  Batch& b = one.batch;
+  b.size = 1;
+  b.labels = {f.batch.labels[size_t(s)]};
+  for (size_t t = 0; t < b.tables.size(); ++t) {
+    const auto& src = f.batch.tables[t];
+    b.tables[t].index.assign(src.index.begin() + src.offsets[s], src.index.begin() + src.offsets[s + 1]);
+    b.tables[t].offsets = {0, src.offsets[s + 1] - src.offsets[s]};
+  }
+  return one;
+}
+
+// Central differences of 3e-4 and 1e-4 first (the network is smooth: SiLU and LN),
+// then expect_gradient's wider set.
+template <class F>
+void expect_gradient_fine(double analytic, float* x, F&& f, double atol, double rtol, const char* what, size_t i) {
+  for (float eps : {3e-4f, 1e-4f}) {
+    const double numeric = central_difference(x, eps, f);
+    if (std::fabs(analytic - numeric) <= atol + rtol * std::max(std::fabs(analytic), std::fabs(numeric))) return;
+  }
+  expect_gradient(analytic, x, f, atol, rtol, what, i);
+}
+
+bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+double max_abs(const std::vector<float>& v, size_t first, size_t count) {
+  double m = 0.0;
+  for (size_t i = first; i < first + count; ++i) m = std::max(m, std::fabs(double(v[i])));
+  return m;
+}
+
+template <class F>
+void expect_error_naming(F&& f, const std::vector<std::string>& names) {
+  try {
+    f();
+    ADD_FAILURE() << "no strata::Error";
+  } catch (const strata::Error& e) {
+    for (const auto& name : names) EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(Hstu, ShapeAndParameterLayout) {
+  Hstu model(small_options(), 0, 2, 1);
+  EXPECT_EQ(model.kind(), "hstu");
+  EXPECT_TRUE(model.ranks_items());
+  EXPECT_EQ(model.shape().head_dim(), 4);
+  EXPECT_EQ(model.embedding_dim(), kDim);
+  EXPECT_EQ(model.num_tables(), 2);
+  const DenseParameters& p = model.parameters();
+  EXPECT_EQ(p.slices().front().name, "position");
+  EXPECT_EQ(p.slice("position").shape, (std::vector<int64_t>{40, kDim}));
+  EXPECT_EQ(p.slice("block.0.uvqk.weight").shape, (std::vector<int64_t>{4 * kDim, kDim}));
+  EXPECT_EQ(p.slice("block.1.uvqk.bias").shape, (std::vector<int64_t>{4 * kDim}));
+  EXPECT_EQ(p.slice("block.1.relative_bias").shape, (std::vector<int64_t>{kBuckets}));
+  EXPECT_EQ(p.slice("block.0.output.weight").shape, (std::vector<int64_t>{kDim, kDim}));
+  EXPECT_EQ(p.slice("block.0.input_ln.gain").shape, (std::vector<int64_t>{kDim}));
+  EXPECT_EQ(p.slice("block.1.attention_ln.bias").shape, (std::vector<int64_t>{kDim}));
+  EXPECT_EQ(p.slices().back().name, "final_ln.bias");
+  EXPECT_EQ(p.values()[p.slice("final_ln.gain").offset + 3], 1.0f);
+  // The bias tables start small and not all equal.
+  const ParameterSlice& rab = p.slice("block.0.relative_bias");
+  EXPECT_LT(max_abs(p.values(), rab.offset, rab.size()), 0.035);
+  EXPECT_NE(p.values()[rab.offset], p.values()[rab.offset + 1]);
+  EXPECT_EQ(make_model(small_options(), 0, 2, 1)->kind(), "hstu");
+  EXPECT_EQ(make_model(small_options(), 0, 2, 1)->parameters().values(), p.values());
+  // Weights are a function of the seed only.
+  EXPECT_EQ(Hstu(small_options(), 5, 2, 1).parameters().values(), p.values());
+  EXPECT_NE(Hstu(small_options(), 0, 2, 2).parameters().values(), p.values());
+  EXPECT_NE(std::find(model_kinds().begin(), model_kinds().end(), "hstu"), model_kinds().end());
+}
+
+TEST(Hstu, GradientsMatchFiniteDifferences) {
+  Fixture f = training_fixture(kLengths, 7);
+  Hstu model(small_options(), 0, 2, 6);
+  DenseParameters& p = model.parameters();
+  perturb_biases_and_gains(p);
+  const float scale = 0.1f;
+  const double loss = model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), scale);
+  EXPECT_GT(loss, 0.0);
+  const std::vector<float> dense_grads = p.grads();
+  const auto row_grads = f.grads;
+
+  Fixture scratch = f;
+  const auto objective = [&] {
+    return scale * model.forward_backward(f.batch, f.row_ptrs(), scratch.grad_ptrs(), scale);
+  };
+  // Every dense weight but most positions: those past the longest history (33) have no
+  // gradient, checked exactly below.
+  const ParameterSlice& position = p.slice("position");
+  for (size_t i = 0; i < p.size(); ++i) {
+    const bool in_position = i >= position.offset && i < position.offset + position.size();
+    if (in_position && (i - position.offset) % 5 != 0) continue;
+    expect_gradient_fine(dense_grads[i], &p.values()[i], objective, 1e-4, 1e-2, "dense", i);
+  }
+  for (size_t i = 33 * kDim; i < position.size(); ++i) EXPECT_EQ(dense_grads[position.offset + i], 0.0f) << i;
+  // Attention is in the graph: the keys' weights (the last quarter of uvqk) and every
+  // bucket of both bias tables have a gradient (distances 0..32 reach all 16).
+  for (int l = 0; l < 2; ++l) {
+    const std::string block = "block." + std::to_string(l);
+    const ParameterSlice& uvqk = p.slice(block + ".uvqk.weight");
+    EXPECT_GT(max_abs(dense_grads, uvqk.offset + 3 * kDim * kDim, kDim * kDim), 1e-4) << block;
+    const ParameterSlice& rab = p.slice(block + ".relative_bias");
+    for (size_t i = 0; i < rab.size(); ++i)
+      EXPECT_GT(std::fabs(dense_grads[rab.offset + i]), 1e-7) << block << " " << i;
+  }
+  for (size_t t = 0; t < f.rows.size(); ++t) {
+    double max_grad = 0.0;
+    for (size_t i = 0; i < f.rows[t].size(); ++i) {
+      max_grad = std::max(max_grad, std::fabs(double(row_grads[t][i])));
+      expect_gradient_fine(row_grads[t][i], &f.rows[t][i], objective, 1e-4, 1e-2, "row", t * 1000 + i);
+    }
+    EXPECT_GT(max_grad, 1e-3) << "table " << t;
+  }
+}
+
+// One head and one layer too (heads and blocks are not just 2).
+TEST(Hstu, GradientsMatchFiniteDifferencesWithOneHeadAndOneLayer) {
+  ModelOptions o = small_options();
+  o.hstu_heads = 1;
+  o.hstu_blocks = 1;
+  o.hstu_buckets = 64;  // more buckets than distances
+  Fixture f = training_fixture({7, 1, 12}, 9);
+  Hstu model(o, 0, 2, 2);
+  DenseParameters& p = model.parameters();
+  perturb_biases_and_gains(p);
+  model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f);
+  const std::vector<float> dense_grads = p.grads();
+  const auto row_grads = f.grads;
+  Fixture scratch = f;
+  const auto objective = [&] { return model.forward_backward(f.batch, f.row_ptrs(), scratch.grad_ptrs(), 1.0f); };
+  const ParameterSlice& position = p.slice("position");
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (i >= position.offset + 12 * kDim && i < position.offset + position.size()) continue;
+    expect_gradient_fine(dense_grads[i], &p.values()[i], objective, 1e-4, 1e-2, "dense", i);
+  }
+  // Buckets past the longest distance (11) see no token pair.
+  const ParameterSlice& rab = p.slice("block.0.relative_bias");
+  for (size_t i = 12; i < rab.size(); ++i) EXPECT_EQ(dense_grads[rab.offset + i], 0.0f) << i;
+  for (size_t t = 0; t < f.rows.size(); ++t)
+    for (size_t i = 0; i < f.rows[t].size(); ++i)
+      expect_gradient_fine(row_grads[t][i], &f.rows[t][i], objective, 1e-4, 1e-2, "row", t * 1000 + i);
+}
+
+// Changing history item j must leave the user states at positions < j unchanged.
+TEST(Hstu, ALaterHistoryItemDoesNotChangeEarlierPositions) {
+  const int L = 33;
+  Fixture f = readout_fixture(L, 13);
+  Hstu model(small_options(), 0, 2, 4);
+  perturb_biases_and_gains(model.parameters());
+  model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f);
+  for (int j : {1, 20, 32}) {
+    Fixture changed = f;
+    int32_t& item = changed.batch.tables[0].index[size_t(j)];
+    item = (item + 1) % 10;
+    model.forward_backward(changed.batch, changed.row_ptrs(), changed.grad_ptrs(), 1.0f);
+    const std::vector<double> change = state_changes(f.grads[1], changed.grads[1]);
+    for (int i = 0; i < L; ++i) {
+      if (i < j)
+        EXPECT_EQ(change[size_t(i)], 0.0) << "item " << j << " changed position " << i;
+      else
+        EXPECT_GT(change[size_t(i)], 1e-5) << "item " << j << " left position " << i << " alone";
+    }
+  }
+}
+
+// Bucket k of the relative-position bias holds distance k (the last bucket every
+// distance from kBuckets - 1 on): it moves exactly the positions i >= k, which have a
+// key k or more events back.
+TEST(Hstu, ARelativeBiasBucketMovesOnlyPositionsThatReachIt) {
+  const int L = 33;
+  Fixture f = readout_fixture(L, 19);
+  Hstu model(small_options(), 0, 2, 5);
+  perturb_biases_and_gains(model.parameters());
+  model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f);
+  DenseParameters& p = model.parameters();
+  for (int bucket : {0, 3, kBuckets - 1}) {
+    float* rab = p.values(p.slice("block.0.relative_bias").offset);
+    const float saved = rab[bucket];
+    rab[bucket] += 0.5f;
+    Fixture changed = f;
+    model.forward_backward(changed.batch, changed.row_ptrs(), changed.grad_ptrs(), 1.0f);
+    rab[bucket] = saved;
+    const std::vector<double> change = state_changes(f.grads[1], changed.grads[1]);
+    for (int i = 0; i < L; ++i) {
+      if (i < bucket)
+        EXPECT_EQ(change[size_t(i)], 0.0) << "bucket " << bucket << " changed position " << i;
+      else
+        EXPECT_GT(change[size_t(i)], 1e-6) << "bucket " << bucket << " left position " << i << " alone";
+    }
+  }
+}
+
+// Positions count back from the most recent event: P[0] belongs to the last item, so
+// changing it moves only the last user state (and the one that scoring reads).
+TEST(Hstu, TheMostRecentItemHasPositionZero) {
+  const int L = 7;
+  Fixture f = readout_fixture(L, 15);
+  Hstu model(small_options(), 0, 2, 4);
+  perturb_biases_and_gains(model.parameters());
+  model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f);
+  DenseParameters& p = model.parameters();
+  float* p0 = p.values(p.slice("position").offset);
+  for (int d = 0; d < kDim; ++d) p0[d] += 0.1f * float(d + 1);  // not a constant shift, which LN removes
+  Fixture changed = f;
+  model.forward_backward(changed.batch, changed.row_ptrs(), changed.grad_ptrs(), 1.0f);
+  const std::vector<double> change = state_changes(f.grads[1], changed.grads[1]);
+  for (int i = 0; i + 1 < L; ++i) EXPECT_EQ(change[size_t(i)], 0.0) << "position " << i;
+  EXPECT_GT(change[size_t(L - 1)], 1e-5);
+}
+
+// The last training position and scoring read the same user state h_{L-1}: with a row
+// of its own, the positive's gradient at the last position is -sigmoid(-s) h_{L-1}, so
+// its dot product with the row is -sigmoid(-s) s for the s that scoring gives.
+TEST(Hstu, ScoringReadsTheLastTrainingPosition) {
+  Hstu model(small_options(), 0, 2, 8);
+  perturb_biases_and_gains(model.parameters());
+  for (int L : {1, 2, 7, 33}) {
+    Fixture train = readout_fixture(L, 17);
+    model.forward_backward(train.batch, train.row_ptrs(), train.grad_ptrs(), 1.0f);
+
+    Fixture score = train;
+    score.batch.tables[1] = make_bags({{2 * L - 2, 2 * L - 1, 0}}, 2 * L);
+    std::vector<float> scores;
+    model.score_candidates(score.batch, score.row_ptrs(), scores);
+    ASSERT_EQ(scores.size(), 3u);
+    const float* e = &train.rows[1][size_t(2 * L - 2) * kDim];
+    const float* g = &train.grads[1][size_t(2 * L - 2) * kDim];
+    double g_dot_e = 0.0;
+    for (int d = 0; d < kDim; ++d) g_dot_e += double(g[d]) * e[d];
+    const double s = scores[0];
+    EXPECT_NEAR(g_dot_e, -s / (1.0 + std::exp(s)), 1e-5) << "L = " << L;
+    float prob = 0.0f;
+    model.predict(score.batch, score.row_ptrs(), &prob);
+    EXPECT_FLOAT_EQ(prob, float(1.0 / (1.0 + std::exp(-s)))) << "L = " << L;
+  }
+}
+
+TEST(Hstu, ForwardBackwardIsBitwiseRepeatable) {
+  Fixture f = training_fixture(kLengths, 11);
+  Hstu model(small_options(), 0, 2, 9);
+  const double loss1 = model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 0.2f);
+  const auto g1 = model.parameters().grads();
+  const auto r1 = f.grads;
+  std::vector<float> s1;
+  model.score_candidates(f.batch, f.row_ptrs(), s1);
+  // A different batch in between must not leak into the next step.
+  Fixture other = training_fixture({5, 40, 3}, 12);
+  model.forward_backward(other.batch, other.row_ptrs(), other.grad_ptrs(), 0.5f);
+  for (auto& g : f.grads) std::fill(g.begin(), g.end(), 9.0f);
+  model.parameters().grads().assign(model.parameters().size(), 9.0f);
+  EXPECT_EQ(model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 0.2f), loss1);
+  EXPECT_TRUE(bits_equal(g1, model.parameters().grads()));
+  for (size_t t = 0; t < r1.size(); ++t) EXPECT_TRUE(bits_equal(r1[t], f.grads[t])) << t;
+  std::vector<float> s2;
+  model.score_candidates(f.batch, f.row_ptrs(), s2);
+  EXPECT_TRUE(bits_equal(s1, s2));
+  // Scoring leaves the gradients alone.
+  EXPECT_TRUE(bits_equal(g1, model.parameters().grads()));
+  // A second model of the same seed gives the same bits.
+  Hstu twin(small_options(), 0, 2, 9);
+  Fixture g = training_fixture(kLengths, 11);
+  EXPECT_EQ(twin.forward_backward(g.batch, g.row_ptrs(), g.grad_ptrs(), 0.2f), loss1);
+  EXPECT_TRUE(bits_equal(g1, twin.parameters().grads()));
+  for (size_t t = 0; t < r1.size(); ++t) EXPECT_TRUE(bits_equal(r1[t], g.grads[t])) << t;
+}
+
+// A sample's loss and scores are functions of its own bags only.
+TEST(Hstu, ASampleDoesNotDependOnTheRestOfTheBatch) {
+  Fixture f = training_fixture(kLengths, 21);
+  Hstu model(small_options(), 0, 2, 3);
+  perturb_biases_and_gains(model.parameters());
+  const double total = model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f);
+  std::vector<float> all;
+  model.score_candidates(f.batch, f.row_ptrs(), all);
+  ASSERT_EQ(all.size(), f.batch.tables[1].index.size());
+  double sum = 0.0;
+  for (int s = 0; s < f.batch.size; ++s) {
+    Fixture one = single_sample(f, s);
+    const double loss = model.forward_backward(one.batch, one.row_ptrs(), one.grad_ptrs(), 1.0f);
+    sum += loss;
+    EXPECT_EQ(loss == 0.0, kLengths[size_t(s)] == 0) << "sample " << s;
+    std::vector<float> scores;
+    model.score_candidates(one.batch, one.row_ptrs(), scores);
+    const auto& offsets = f.batch.tables[1].offsets;
+    ASSERT_EQ(scores.size(), size_t(offsets[s + 1] - offsets[s]));
+    for (size_t c = 0; c < scores.size(); ++c) {
+      EXPECT_EQ(scores[c], all[size_t(offsets[s]) + c]) << "sample " << s << " candidate " << c;
+      if (kLengths[size_t(s)] == 0) EXPECT_EQ(scores[c], 0.0f);
+    }
+  }
+  EXPECT_EQ(sum, total);
+}
+
+TEST(Hstu, BatchWithoutHistoryHasNoLossAndNoGradient) {
+  Fixture f = training_fixture({0, 0}, 5);
+  Hstu model(small_options(), 0, 2, 3);
+  model.parameters().grads().assign(model.parameters().size(), 9.0f);
+  EXPECT_EQ(model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f), 0.0);
+  for (float g : model.parameters().grads()) ASSERT_EQ(g, 0.0f);
+  Fixture score = f;
+  score.batch.tables[1] = make_bags({{1, 2}, {3}}, 14);
+  fill_rows(score, 5);
+  std::vector<float> scores;
+  model.score_candidates(score.batch, score.row_ptrs(), scores);
+  EXPECT_EQ(scores, (std::vector<float>{0.0f, 0.0f, 0.0f}));
+  float probs[2];
+  model.predict(score.batch, score.row_ptrs(), probs);
+  EXPECT_EQ(probs[0], 0.5f);
+  EXPECT_EQ(probs[1], 0.5f);
+}
+
+TEST(Hstu, OptionsAndBatchesAreChecked) {
+  ModelOptions o = small_options();
+  o.hstu_heads = 3;
+  expect_error_naming([&] { Hstu(o, 0, 2, 1); }, {"model.hstu_heads", "model.embedding_dim"});
+  o.hstu_heads = 0;
+  expect_error_naming([&] { Hstu(o, 0, 2, 1); }, {"model.hstu_heads"});
+  o = small_options();
+  o.hstu_blocks = 0;
+  expect_error_naming([&] { Hstu(o, 0, 2, 1); }, {"model.hstu_blocks"});
+  o = small_options();
+  o.hstu_max_len = 0;
+  expect_error_naming([&] { Hstu(o, 0, 2, 1); }, {"model.hstu_max_len", "data.max_seq_len"});
+  o = small_options();
+  o.hstu_buckets = 0;
+  expect_error_naming([&] { Hstu(o, 0, 2, 1); }, {"model.hstu_buckets"});
+  o = small_options();
+  o.embedding_dim = 0;
+  expect_error_naming([&] { Hstu(o, 0, 2, 1); }, {"model.embedding_dim"});
+  expect_error_naming([&] { Hstu(small_options(), 0, 3, 1); }, {"2 tables"});
+  expect_error_naming([&] { make_model(small_options(), 0, 1, 1); }, {"model.kind = hstu", "2 tables"});
+
+  Hstu model(small_options(), 0, 2, 1);
+  // A history longer than model.hstu_max_len (40), in training and in scoring.
+  Fixture longer = training_fixture({3, 41}, 2);
+  std::vector<float> scores;
+  expect_error_naming([&] { model.forward_backward(longer.batch, longer.row_ptrs(), longer.grad_ptrs(), 1.0f); },
+                      {"model.hstu_max_len", "data.max_seq_len"});
+  expect_error_naming([&] { model.score_candidates(longer.batch, longer.row_ptrs(), scores); },
+                      {"model.hstu_max_len", "data.max_seq_len"});
+  Fixture longest = training_fixture({3, 40}, 2);
+  EXPECT_NO_THROW(model.forward_backward(longest.batch, longest.row_ptrs(), longest.grad_ptrs(), 1.0f));
+
+  // A training candidates bag that is not 2 L_b long.
+  Fixture f = training_fixture(kLengths, 2);
+  Fixture wrong = f;
+  wrong.batch.tables[1] = make_bags({{1, 2, 3, 4}, {}, {}, {}, {}}, 14);
+  fill_rows(wrong, 2);
+  expect_error_naming([&] { model.forward_backward(wrong.batch, wrong.row_ptrs(), wrong.grad_ptrs(), 1.0f); },
+                      {"training sample 2", "2 * 33"});
+  // ... is fine for scoring, but every scored sample needs a candidate to predict.
+  EXPECT_NO_THROW(model.score_candidates(wrong.batch, wrong.row_ptrs(), scores));
+  std::vector<float> probs(5);
+  expect_error_naming([&] { model.predict(wrong.batch, wrong.row_ptrs(), probs.data()); }, {"sample 1"});
+
+  // A batch of the wrong number of tables.
+  Fixture three = f;
+  three.batch.tables.push_back(f.batch.tables[1]);
+  three.rows.push_back(f.rows[1]);
+  three.grads.push_back(f.grads[1]);
+  expect_error_naming([&] { model.forward_backward(three.batch, three.row_ptrs(), three.grad_ptrs(), 1.0f); },
+                      {"2 tables"});
+  // An index past the unique keys.
+  Fixture bad = f;
+  bad.batch.tables[0].index[0] = 10;
+  expect_error_naming([&] { model.forward_backward(bad.batch, bad.row_ptrs(), bad.grad_ptrs(), 1.0f); },
+                      {"index out of range"});
+}
+
+// The deck keys reach ModelOptions, and hstu trains only on next-item samples.
+TEST(Hstu, DeckKeys) {
+  const std::vector<std::string> base = {"--data.source=synthetic_sequences", "--model.kind=hstu"};
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--data.sequence_task=next_item", "--model.hstu_blocks=3", "--model.hstu_heads=2",
+                           "--model.hstu_max_len=48", "--model.hstu_buckets=32"});
+  const strata::RunOptions o = strata::parse_run_options(args);
+  EXPECT_EQ(o.model.kind, "hstu");
+  EXPECT_EQ(o.model.hstu_blocks, 3);
+  EXPECT_EQ(o.model.hstu_heads, 2);
+  EXPECT_EQ(o.model.hstu_max_len, 48);
+  EXPECT_EQ(o.model.hstu_buckets, 32);
+  const strata::RunOptions defaults = strata::parse_run_options({});
+  EXPECT_EQ(defaults.model.hstu_blocks, 2);
+  EXPECT_EQ(defaults.model.hstu_heads, 1);
+  EXPECT_EQ(defaults.model.hstu_max_len, 200);
+  EXPECT_EQ(defaults.model.hstu_buckets, 64);
+  const std::string help = strata::deck_help();
+  for (const char* key : {"model.hstu_blocks", "model.hstu_heads", "model.hstu_max_len", "model.hstu_buckets"})
+    EXPECT_NE(help.find(key), std::string::npos) << key;
+  expect_error_naming([&] { strata::parse_run_options(base); }, {"data.sequence_task", "next_item"});
+  expect_error_naming([&] { strata::parse_run_options({"--model.kind=hstu"}); }, {"data.source = sequences"});
+}
