@@ -53,7 +53,7 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("data.sequence_eval", o.data.sequence_eval,
     "sequences: evaluate on each user's validation (second-to-last) or test (last) event");
   v("data.sequence_task", o.data.sequence_task,
-    "sequences: ctr (click samples for din, dlrm) | next_item (one sample per user for sasrec)");
+    "sequences: ctr (click samples for din, dlrm) | next_item (one sample per user for sasrec, hstu)");
   v("data.sequence_eval_negatives", o.data.sequence_eval_negatives,
     "sequences, next_item: negatives ranked beside each held-out item (HR@10, NDCG@10)");
   v("data.sequence_users", o.data.sequence_users, "synthetic_sequences: users");
@@ -65,7 +65,9 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("data.teacher_scale", o.data.teacher_scale, "strength of the synthetic teacher's logit");
   v("data.data_seed", o.data.data_seed, "seed of the synthetic data and its teacher");
 
-  v("model.kind", o.model.kind, "the network: dlrm | din (target attention over the history table) | sasrec (next-item self-attention) | hstu (next-item HSTU layers)");
+  v("model.kind", o.model.kind,
+    "the network: dlrm | din (target attention over the history table) | sasrec (next-item self-attention) | "
+    "hstu (next-item HSTU layers)");
   v("model.embedding_dim", o.model.embedding_dim, "width of every embedding row");
   v("model.bottom_mlp", o.model.bottom_mlp, "bottom MLP widths; the last equals embedding_dim");
   v("model.top_mlp", o.model.top_mlp, "top MLP hidden widths (a width-1 output is added)");
@@ -393,7 +395,7 @@ void validate(const RunOptions& options) {
       throw Error("model.kind = " + options.model.kind + " does not train on data.sequence_task = " +
                       options.data.sequence_task + " samples",
                   ranks ? "set data.sequence_task = next_item (one sample per user, ranked candidates)"
-                        : "set data.sequence_task = ctr, or model.kind = sasrec for next_item samples");
+                        : "set data.sequence_task = ctr, or model.kind = sasrec | hstu for next_item samples");
     }
     if (options.data.source == "synthetic_sequences") {
       require_positive("data.sequence_users", options.data.sequence_users);

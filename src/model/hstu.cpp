@@ -14,6 +14,7 @@
 #include "common/error.hpp"
 #include "common/rng.hpp"
 #include "model/linear.hpp"
+#include "model/next_item_head.hpp"
 
 namespace strata::model {
 
@@ -23,94 +24,16 @@ namespace {
 
 constexpr uint64_t kPositionInitStream = 0x68737475706f7369ULL;  // "hstuposi"
 constexpr uint64_t kBiasInitStream = 0x6873747562696173ULL;      // "hstubias"
-constexpr float kLayerNormEps = 1e-6f;
 // HSTU's reference initialises the relative-position bias N(0, 0.02); uniform with
 // the same standard deviation keeps every value a pure function of (seed, index).
 constexpr float kBiasInitLimit = 0.0346410162f;  // 0.02 sqrt(3)
 
-// softplus(x) = log(1 + e^x) without overflow.
-double softplus(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }
+// Without overflow for large |x| (SiLU's gate).
 float sigmoid(float x) {
   if (x >= 0.0f) return 1.0f / (1.0f + std::exp(-x));
   const float e = std::exp(x);
   return e / (1.0f + e);
 }
-
-float dot(const float* a, const float* b, int n) {
-  float s = 0.0f;
-  for (int d = 0; d < n; ++d) s += a[d] * b[d];
-  return s;
-}
-
-// LayerNorm over the last axis with a learned gain (dim) and bias (dim), the same
-// arithmetic as Sasrec's (model/sasrec.cpp keeps its own copy private).
-class LayerNorm {
- public:
-  LayerNorm(DenseParameters& params, const std::string& name, int dim)
-      : dim_(dim), gain_(params.add(name + ".gain", {dim})), bias_(params.add(name + ".bias", {dim})) {}
-
-  void init(DenseParameters& params) const {
-    std::fill_n(params.values(gain_), dim_, 1.0f);
-    std::fill_n(params.values(bias_), dim_, 0.0f);
-  }
-
-  // y (rows, dim) from x (rows, dim); mean and rstd (rows) kept for backward.
-  void forward(const DenseParameters& params, const float* x, int rows, float* y, float* mean,
-               float* rstd) const {
-    const float* g = params.values().data() + gain_;
-    const float* b = params.values().data() + bias_;
-    const int D = dim_;
-    for (int r = 0; r < rows; ++r) {
-      const float* xr = x + size_t(r) * D;
-      double sum = 0.0;
-      for (int d = 0; d < D; ++d) sum += xr[d];
-      const double mu = sum / D;
-      double var = 0.0;
-      for (int d = 0; d < D; ++d) var += (xr[d] - mu) * (xr[d] - mu);
-      const float m = float(mu), s = float(1.0 / std::sqrt(var / D + double(kLayerNormEps)));
-      mean[r] = m;
-      rstd[r] = s;
-      float* yr = y + size_t(r) * D;
-      for (int d = 0; d < D; ++d) yr[d] = g[d] * ((xr[d] - m) * s) + b[d];
-    }
-  }
-
-  // dx (rows, dim) += d/dx given dy (rows, dim); d gain, d bias written, summed over
-  // rows in ascending order from zero.
-  void backward(DenseParameters& params, const float* x, const float* mean, const float* rstd,
-                const float* dy, int rows, float* dx) const {
-    const float* g = params.values().data() + gain_;
-    float* dg = params.grads(gain_);
-    float* db = params.grads(bias_);
-    const int D = dim_;
-    std::fill_n(dg, D, 0.0f);
-    std::fill_n(db, D, 0.0f);
-    for (int r = 0; r < rows; ++r) {
-      const float* xr = x + size_t(r) * D;
-      const float* dyr = dy + size_t(r) * D;
-      const float m = mean[r], s = rstd[r];
-      float sum_g = 0.0f, sum_gx = 0.0f;
-      for (int d = 0; d < D; ++d) {
-        const float xhat = (xr[d] - m) * s, gd = dyr[d] * g[d];
-        sum_g += gd;
-        sum_gx += gd * xhat;
-        dg[d] += dyr[d] * xhat;
-        db[d] += dyr[d];
-      }
-      const float mean_g = sum_g / float(D), mean_gx = sum_gx / float(D);
-      float* dxr = dx + size_t(r) * D;
-      for (int d = 0; d < D; ++d) {
-        const float xhat = (xr[d] - m) * s;
-        dxr[d] += s * (dyr[d] * g[d] - mean_g - xhat * mean_gx);
-      }
-    }
-  }
-
- private:
-  int dim_;
-  size_t gain_;
-  size_t bias_;
-};
 
 // The layers of one HSTU layer, registered as "block.<l>.*".
 struct HstuBlock {
@@ -415,7 +338,7 @@ double Hstu::forward_backward(const data::Batch& batch, const std::vector<const 
                               const std::vector<float*>& row_grads, float loss_scale) {
   Impl& m = *impl_;
   m.check(batch, rows, &row_grads, /*training=*/true);
-  const int B = batch.size, D = m.shape.dim;
+  const int D = m.shape.dim;
   const int N = m.forward(batch, rows);
   const data::SparseBags& candidates = batch.tables[kHstuCandidateTable];
   const float* out_rows = rows[kHstuCandidateTable];
@@ -428,33 +351,7 @@ double Hstu::forward_backward(const data::Batch& batch, const std::vector<const 
     return 0.0;
   }
 
-  // Token t of sample b scores its (pos, neg) pair at candidates[2 (t - first_b)].
-  m.dh.assign(size_t(N) * D, 0.0f);
-  const auto& history = batch.tables[kHstuHistoryTable].offsets;
-  double loss = 0.0;
-  for (int b = 0; b < B; ++b) {
-    double sample_loss = 0.0;
-    for (int32_t t = history[b]; t < history[b + 1]; ++t) {
-      const float* h = &m.h[size_t(t) * D];
-      float* dh = &m.dh[size_t(t) * D];
-      const int32_t c = candidates.offsets[b] + 2 * (t - history[b]);
-      for (int k = 0; k < 2; ++k) {
-        const bool positive = k == 0;
-        const int32_t row = candidates.index[c + k];
-        const float* e = out_rows + size_t(row) * D;
-        const float s = dot(h, e, D);
-        sample_loss += softplus(positive ? -double(s) : double(s));
-        // d softplus(-s)/ds = -sigmoid(-s); d softplus(s)/ds = sigmoid(s).
-        const float ds = loss_scale * (positive ? -sigmoid(-s) : sigmoid(s));
-        float* de = out_grads + size_t(row) * D;
-        for (int d = 0; d < D; ++d) {
-          dh[d] += ds * e[d];
-          de[d] += ds * h[d];
-        }
-      }
-    }
-    loss += sample_loss;
-  }
+  const double loss = next_item_pair_loss(batch, m.h.data(), D, out_rows, out_grads, loss_scale, m.dh);
   m.backward(batch, N, row_grads[kHstuHistoryTable]);
   return loss;
 }
@@ -463,33 +360,14 @@ void Hstu::score_candidates(const data::Batch& batch, const std::vector<const fl
                             std::vector<float>& scores) {
   Impl& m = *impl_;
   m.check(batch, rows, nullptr, /*training=*/false);
-  const int B = batch.size, D = m.shape.dim;
   m.forward(batch, rows);
-  const auto& history = batch.tables[kHstuHistoryTable].offsets;
-  const data::SparseBags& candidates = batch.tables[kHstuCandidateTable];
-  const float* out_rows = rows[kHstuCandidateTable];
-  scores.resize(candidates.index.size());
-  for (int b = 0; b < B; ++b) {
-    const int32_t first = candidates.offsets[b], last = candidates.offsets[b + 1];
-    if (history[b + 1] == history[b]) {
-      std::fill(scores.begin() + first, scores.begin() + last, 0.0f);
-      continue;
-    }
-    const float* h = &m.h[size_t(history[b + 1] - 1) * D];
-    for (int32_t c = first; c < last; ++c) scores[c] = dot(h, out_rows + size_t(candidates.index[c]) * D, D);
-  }
+  next_item_scores(batch, m.h.data(), m.shape.dim, rows[kHstuCandidateTable], scores);
 }
 
 void Hstu::predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) {
   Impl& m = *impl_;
   score_candidates(batch, rows, m.dh);  // dh as scratch: predict leaves gradients alone
-  const auto& offsets = batch.tables[kHstuCandidateTable].offsets;
-  for (int b = 0; b < batch.size; ++b) {
-    if (offsets[b + 1] == offsets[b])
-      throw Error("Hstu: sample " + std::to_string(b) + " has no candidates to score",
-                  "give every evaluation sample its target item first in the candidates table");
-    probs[b] = sigmoid(m.dh[size_t(offsets[b])]);
-  }
+  next_item_first_probabilities(batch, m.dh, "Hstu", probs);
 }
 
 }  // namespace strata::model

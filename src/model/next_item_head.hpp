@@ -1,0 +1,65 @@
+// What the next-item models (sasrec, hstu) share around their sequence encoders: the
+// LayerNorm their blocks use, and the head that turns the encoder's per-token states
+// h (total_tokens, dim) into scores against item rows: the training loss over each
+// position's (positive, negative) pair, and the scores of evaluation candidates at a
+// sample's last position.
+//
+// Batch layout (data/sequence_next_item.hpp): table 0 the history bags, table 1 the
+// candidates: in training 2 L_b keys [pos_0, neg_0, pos_1, neg_1, ...], in scoring
+// any number [target, negatives...]. Every sum runs in token order, so results are
+// bit-reproducible.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "data/batch.hpp"
+#include "model/dense_parameters.hpp"
+
+namespace strata::model {
+
+inline constexpr int kNextItemHistoryTable = 0;
+inline constexpr int kNextItemCandidateTable = 1;
+
+// LayerNorm over the last axis, y = gain * (x - mean) / sqrt(var + eps) + bias, with
+// the learned gain (dim) and bias (dim) as slices of the dense buffer; statistics in
+// double.
+class LayerNorm {
+ public:
+  static constexpr float kEps = 1e-6f;
+
+  // Registers "<name>.gain" and "<name>.bias" (dim each) in params.
+  LayerNorm(DenseParameters& params, const std::string& name, int dim);
+  // Gain 1, bias 0. Call after params.finalize().
+  void init(DenseParameters& params) const;
+  // y (rows, dim) from x (rows, dim); mean and rstd (rows) kept for backward.
+  void forward(const DenseParameters& params, const float* x, int rows, float* y, float* mean, float* rstd) const;
+  // dx (rows, dim) += d/dx given dy (rows, dim); d gain, d bias written, summed over
+  // rows in ascending order from zero.
+  void backward(DenseParameters& params, const float* x, const float* mean, const float* rstd, const float* dy,
+                int rows, float* dx) const;
+
+ private:
+  int dim_;
+  size_t gain_;
+  size_t bias_;
+};
+
+// Sum over samples of softplus(-s(h_t, pos_t)) + softplus(s(h_t, neg_t)) over every
+// history token t, s = h . e. dh (tokens, dim) is overwritten with loss_scale times the
+// loss's gradient in h; out_grads (U_1, dim), the candidates' row gradients, is
+// overwritten the same way (zero for rows no token scored).
+double next_item_pair_loss(const data::Batch& batch, const float* h, int dim, const float* out_rows,
+                           float* out_grads, float loss_scale, std::vector<float>& dh);
+
+// scores (sum_b C_b): h at sample b's last history token dotted with each of its
+// candidates' rows, in bag order; 0 for a sample without history.
+void next_item_scores(const data::Batch& batch, const float* h, int dim, const float* out_rows,
+                      std::vector<float>& scores);
+
+// probs[b] = sigmoid(the first candidate's score); `model` names the model in the
+// error for a sample without candidates.
+void next_item_first_probabilities(const data::Batch& batch, const std::vector<float>& scores,
+                                   const std::string& model, float* probs);
+
+}  // namespace strata::model
