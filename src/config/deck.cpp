@@ -6,8 +6,11 @@
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "common/error.hpp"
 #include "data/sequence_samples.hpp"  // the data.sequence_length law, checked with the deck
@@ -238,6 +241,114 @@ std::string closest_key(const std::string& key) {
   return best_distance <= std::max<size_t>(3, key.size() / 3) ? best : std::string();
 }
 
+// What a key's value must look like, from its C++ type, for "bad value" errors.
+std::string expected_value(const std::string& wanted) {
+  RunOptions scratch;
+  std::string text;
+  visit_options(scratch, [&](const char* key, auto& field, const char*) {
+    if (wanted != key) return;
+    using T = std::decay_t<decltype(field)>;
+    if constexpr (std::is_same_v<T, bool>) {
+      text = "true or false";
+    } else if constexpr (std::is_integral_v<T>) {
+      text = std::string(std::is_signed_v<T> ? "an integer" : "a non-negative integer") + " in [" +
+             std::to_string(std::numeric_limits<T>::min()) + ", " + std::to_string(std::numeric_limits<T>::max()) +
+             "], written without an exponent";
+    } else if constexpr (std::is_floating_point_v<T>) {
+      text = "a number";
+    } else {
+      text = "text";
+    }
+  });
+  return text;
+}
+
+// A value as it can be shown in a message: printable ASCII as is, every other byte as \xNN.
+std::string printable(const std::string& raw, size_t limit = 80) {
+  std::string out;
+  for (size_t i = 0; i < raw.size() && i < limit; ++i) {
+    const unsigned char c = static_cast<unsigned char>(raw[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += char(c);
+    } else {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  if (raw.size() > limit) out += "...";
+  return out;
+}
+
+// The value boost quotes in "the argument ('VALUE') for option ... is invalid".
+std::string quoted_argument(const std::string& what) {
+  const size_t open = what.find("('");
+  const size_t close = what.find("')", open == std::string::npos ? 0 : open);
+  if (open == std::string::npos || close == std::string::npos) return std::string();
+  return what.substr(open + 2, close - open - 2);
+}
+
+std::string bare_key(std::string key) {
+  while (!key.empty() && key.front() == '-') key.erase(0, 1);
+  return key;
+}
+
+Error bad_value_error(const po::error_with_option_name& e, const std::string& where) {
+  const std::string key = bare_key(e.get_option_name());
+  const std::string expected = expected_value(key);
+  return Error("bad value '" + printable(quoted_argument(e.what())) + "' for " + key + where,
+               expected.empty() ? "'strata train --help' lists every key and its type"
+                                : key + " must be " + expected);
+}
+
+// Where each key of a deck file stands: "section.key" -> its line numbers. Also refuses
+// a file that is not text, naming the first line that holds binary data (and never
+// echoing it).
+std::map<std::string, std::vector<int>> deck_key_lines(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::map<std::string, std::vector<int>> lines;
+  std::string line, section;
+  int number = 0;
+  while (std::getline(file, line)) {
+    ++number;
+    for (const char c : line) {
+      const unsigned char u = static_cast<unsigned char>(c);
+      if (u == 0 || (u < 0x20 && c != '\t' && c != '\r')) {
+        throw Error("input deck '" + path + "' line " + std::to_string(number) +
+                        " holds binary data: it is not an INI text file",
+                    "pass a deck of '[section]' headers and 'key = value' lines, e.g. --config inputs/default.ini");
+      }
+    }
+    const size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#' || line[first] == ';') continue;
+    if (line[first] == '[') {
+      const size_t close = line.find(']', first);
+      section = line.substr(first + 1, close == std::string::npos ? std::string::npos : close - first - 1);
+      continue;
+    }
+    const size_t equals = line.find('=', first);
+    if (equals == std::string::npos) continue;
+    std::string key = line.substr(first, equals - first);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    lines[section.empty() ? key : section + "." + key].push_back(number);
+  }
+  return lines;
+}
+
+std::string line_list(const std::vector<int>& lines) {
+  std::string text;
+  for (size_t i = 0; i < lines.size(); ++i) text += (i == 0 ? "" : i + 1 == lines.size() ? " and " : ", ") +
+                                                    std::to_string(lines[i]);
+  return text;
+}
+
+// Physical memory of this machine in MiB (0 when it cannot be read).
+double physical_memory_mib() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) / 1048576.0 : 0.0;
+}
+
 Error unknown_key_error(const std::string& key, const std::string& where) {
   std::string suggestion = closest_key(key);
   return Error("unknown key '" + key + "'" + where,
@@ -275,8 +386,13 @@ RunOptions parse_run_options(const std::vector<std::string>& raw_args) {
     while (!key.empty() && key.front() == '-') key.erase(0, 1);
     if (key.find('=') != std::string::npos) key.erase(key.find('='));
     throw unknown_key_error(key, " on the command line");
+  } catch (const po::validation_error& e) {  // a value that does not parse as the key's type
+    throw bad_value_error(e, " on the command line");
+  } catch (const po::multiple_occurrences& e) {
+    throw Error("--" + bare_key(e.get_option_name()) + " is given twice on the command line",
+                "give each key once");
   } catch (const po::error& e) {
-    throw Error(std::string("bad command line: ") + e.what(),
+    throw Error(std::string("bad command line: ") + printable(e.what(), 300),
                 "write overrides as --section.key=value; 'strata train --help' lists every key");
   }
 
@@ -289,12 +405,24 @@ RunOptions parse_run_options(const std::vector<std::string>& raw_args) {
     }
     std::ifstream file(path);
     if (!file) throw Error("cannot read input deck '" + path + "'", "check the file's permissions");
+    const std::map<std::string, std::vector<int>> key_lines = deck_key_lines(path);
+    auto at = [&](const std::string& key) {
+      const auto it = key_lines.find(key);
+      if (it == key_lines.end()) return " in deck " + path;
+      return " in deck " + path + (it->second.size() == 1 ? ", line " : ", lines ") + line_list(it->second);
+    };
     try {
       po::store(po::parse_config_file(file, description, /*allow_unregistered=*/false), values);
     } catch (const po::unknown_option& e) {
-      throw unknown_key_error(e.get_option_name(), " in deck " + path);
+      throw unknown_key_error(printable(e.get_option_name()), at(e.get_option_name()));
+    } catch (const po::validation_error& e) {
+      throw bad_value_error(e, at(bare_key(e.get_option_name())));
+    } catch (const po::multiple_occurrences& e) {
+      const std::string key = bare_key(e.get_option_name());
+      throw Error(key + " is set more than once" + at(key), "keep one of those lines");
     } catch (const po::error& e) {
-      throw Error("bad deck " + path + ": " + e.what(), "check the value's type against 'strata train --help'");
+      throw Error("bad deck " + path + ": " + printable(e.what(), 300),
+                  "write '[section]' headers and 'key = value' lines; 'strata train --help' lists every key");
     }
   }
   try {
@@ -363,6 +491,23 @@ void validate(const RunOptions& options) {
   }
   if (!(options.store.l1_mb > 0)) throw Error("bad value for store.l1_mb", "store.l1_mb must be > 0");
   if (options.store.l2_mb < 0) throw Error("bad value for store.l2_mb", "store.l2_mb must be >= 0");
+  // A budget past this machine's memory would end later in std::bad_alloc naming no key.
+  const double memory_mib = physical_memory_mib();
+  for (const auto& [key, mib] :
+       {std::pair<const char*, double>{"store.l1_mb", options.store.l1_mb},
+        {"store.l2_mb", options.store.l2_mb},
+        {"autotune.max_l1_mb", options.autotune.max_l1_mb},
+        {"store.admission_counters", 16.0 * double(options.store.admission_counters) / 1048576.0}}) {
+    if (memory_mib > 0 && !(mib <= memory_mib)) {
+      const bool counters = std::string(key) == "store.admission_counters";
+      throw Error(std::string(key) + " = " +
+                      (counters ? std::to_string(options.store.admission_counters) + " (" +
+                                      std::to_string(int64_t(mib)) + " MiB of counters: 4 rows of 4 bytes)"
+                                : format_value(mib) + " MiB") +
+                      " does not fit in this machine's memory (" + std::to_string(int64_t(memory_mib)) + " MiB)",
+                  std::string("lower ") + key + " below the memory the ranks of this machine share");
+    }
+  }
   if (!(options.store.decay > 0 && options.store.decay < 1)) {
     throw Error("bad value for store.decay", "store.decay must be in (0, 1), e.g. 0.99");
   }

@@ -63,6 +63,40 @@ TEST(Deck, BadValues) {
   EXPECT_NE(error_of({"--data.source=csv", "--data.train=x.csv"}).find("data.csv_columns"), std::string::npos);
 }
 
+// A message holds every needle (and names no raw byte of a binary deck).
+void expect_message(const std::vector<std::string>& args, const std::vector<std::string>& needles) {
+  const std::string message = error_of(args);
+  ASSERT_FALSE(message.empty()) << "accepted: " << args.back();
+  for (const std::string& needle : needles) EXPECT_NE(message.find(needle), std::string::npos) << message;
+}
+
+TEST(Deck, BadValuesNameTheKeyTheLineAndWhatIsExpected) {
+  expect_message({"--train.batch_size=1000000000000"},
+                 {"'1000000000000'", "train.batch_size", "on the command line", "[-2147483648, 2147483647]"});
+  expect_message({"--store.admission_counters=1e10"}, {"'1e10'", "an integer", "without an exponent"});
+  expect_message({"--data.strict=maybe"}, {"data.strict", "true or false"});
+  expect_message({"--train.batch_size=5", "--train.batch_size=6"}, {"--train.batch_size", "twice"});
+  const std::string bad = write_deck("bad_value.ini", "# a comment\n[train]\nsteps = 5\nbatch_size = 1e3\n");
+  expect_message({"--config", bad}, {"'1e3'", "train.batch_size", bad, "line 4", "an integer"});
+  const std::string twice = write_deck("twice.ini", "[train]\nbatch_size = 12\n[model]\nkind = din\n[train]\nbatch_size = 14\n");
+  expect_message({"--config", twice}, {"train.batch_size", "more than once", "lines 2 and 6", "keep one"});
+  const std::string unknown = write_deck("unknown.ini", "[train]\n\nbatch_sizee = 3\n");
+  expect_message({"--config", unknown}, {"train.batch_sizee", "line 3", "train.batch_size"});
+  // A binary file: named with its line, its bytes never echoed.
+  const std::string binary = write_deck("binary.ini", std::string("[train]\nsteps = \x01\xff\x00\x7f\n", 19));
+  const std::string message = error_of({"--config", binary});
+  EXPECT_NE(message.find("line 2 holds binary data"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\xff'), std::string::npos) << "raw bytes in the message";
+}
+
+TEST(Deck, BudgetsMustFitInMemory) {
+  expect_message({"--store.l1_mb=1000000000"}, {"store.l1_mb", "does not fit in this machine's memory", "MiB"});
+  expect_message({"--store.l2_mb=1e12"}, {"store.l2_mb", "lower store.l2_mb"});
+  expect_message({"--autotune.max_l1_mb=1e9"}, {"autotune.max_l1_mb"});
+  expect_message({"--store.admission_counters=100000000000"}, {"store.admission_counters", "MiB of counters"});
+  EXPECT_NO_THROW(parse_run_options({"--store.l1_mb=1", "--store.l2_mb=2"}));
+}
+
 TEST(Deck, MissingOrDirectoryDeck) {
   EXPECT_NE(error_of({"--config", "/nonexistent.ini"}).find("does not exist"), std::string::npos);
   EXPECT_NE(error_of({"--config", testing::TempDir()}).find("not a regular file"), std::string::npos);
