@@ -19,27 +19,46 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
+
+def fail(message):
+    """A bad input: one line on stderr and exit code 2, as strata's other commands."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
+
 def load(run_dir):
     path = os.path.join(run_dir, "metrics.jsonl")
     if not os.path.isfile(path):
-        sys.exit(f"strata report: error: {path} does not exist (is {run_dir} a strata output.dir?)")
+        fail(f"strata report: error: {path} does not exist (is {run_dir} a strata output.dir?)")
     lines = []
-    with open(path) as f:
-        for number, text in enumerate(f, 1):
-            text = text.strip()
+    with open(path, "rb") as f:  # bytes: a damaged or binary file must be an error, not a traceback
+        for number, raw in enumerate(f, 1):
+            try:
+                text = raw.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                fail(f"strata report: error: {path}:{number}: not UTF-8 text (a damaged or binary file?); "
+                         "fix: point --run at a strata output.dir, or rerun the job to rewrite metrics.jsonl")
             if not text:
                 continue
             try:
-                lines.append(json.loads(text))
+                record = json.loads(text)
             except json.JSONDecodeError as e:
-                sys.exit(f"strata report: error: {path}:{number}: not JSON ({e})")
+                fail(f"strata report: error: {path}:{number}: not JSON ({e})")
+            if not isinstance(record, dict):
+                fail(f"strata report: error: {path}:{number}: a metrics line must be a JSON object")
+            lines.append(record)
     if not lines:
-        sys.exit(f"strata report: error: {path} has no metrics lines")
+        fail(f"strata report: error: {path} has no metrics lines")
     summary = {}
     summary_path = os.path.join(run_dir, "summary.json")
     if os.path.isfile(summary_path):
-        with open(summary_path) as f:
-            summary = json.load(f)
+        try:
+            with open(summary_path, "rb") as f:
+                summary = json.loads(f.read().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            fail(f"strata report: error: {summary_path} is not a JSON summary ({e}); "
+                     "fix: rerun the job, or remove the damaged file")
+        if not isinstance(summary, dict):
+            fail(f"strata report: error: {summary_path} is not a JSON object")
     return lines, summary
 
 
@@ -106,11 +125,14 @@ def render_metrics(run):
 
 def load_trials(path):
     """trials.csv rows as dicts, plus the objective's column name (the fifth column from the end)."""
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+    except (UnicodeDecodeError, csv.Error) as e:
+        fail(f"strata report: error: {path} is not a strata trials.csv ({e})")
     tail = ["direction", "state", "reason", "seconds"]
     if not rows or len(rows[0]) < 6 or rows[0][-4:] != tail:
-        sys.exit(f"strata report: error: {path} is not a strata trials.csv "
+        fail(f"strata report: error: {path} is not a strata trials.csv "
                  f"(its header must end with <objective>,{','.join(tail)})")
     header = rows[0]
     trials = [dict(zip(header, row)) for row in rows[1:] if len(row) == len(header) and row != header]

@@ -349,7 +349,26 @@ def case_report_plots(r):
         with open(path, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n", f"{name} is not a PNG"
     bad = subprocess.run([r.strata, "report", "--run", "/nonexistent"], capture_output=True, text=True)
-    assert bad.returncode != 0 and "/nonexistent/metrics.jsonl" in bad.stderr
+    assert bad.returncode == 2 and "/nonexistent/metrics.jsonl" in bad.stderr
+    # Damaged files: one line naming the file (and line), exit 2, no Python traceback.
+    damaged = os.path.join(r.workdir, "damaged")
+    os.makedirs(damaged)
+    metrics = os.path.join(damaged, "metrics.jsonl")
+    for content, needle in ((b'{"step": 1}\n\xff\xfe\x00garbage\n', "metrics.jsonl:2: not UTF-8"),
+                            (b'{"step": 1}\n[1, 2]\n', "metrics.jsonl:2: a metrics line must be a JSON object"),
+                            (b'{"step": 1}\n{"step": \n', "metrics.jsonl:2: not JSON")):
+        with open(metrics, "wb") as f:
+            f.write(content)
+        proc = subprocess.run([r.strata, "report", "--run", damaged], capture_output=True)
+        err = proc.stderr.decode("utf-8", "replace")
+        assert proc.returncode == 2 and needle in err and "Traceback" not in err, (proc.returncode, err)
+    with open(metrics, "wb") as f:
+        f.write(b'{"step": 1}\n')
+    with open(os.path.join(damaged, "summary.json"), "wb") as f:
+        f.write(b"\x00\x01binary")
+    proc = subprocess.run([r.strata, "report", "--run", damaged], capture_output=True)
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 2 and "summary.json is not a JSON summary" in err and "Traceback" not in err, err
 
 
 def case_trace_written(r):
