@@ -68,6 +68,10 @@ def _storage(study):
     except OSError as error:
         raise TunerError(f"cannot open study journal {path}: {error}\n"
                          "fix: set tune.study to a writable path") from error
+    except Exception as error:  # a damaged or foreign file: Optuna replays it as JSON lines
+        raise TunerError(f"study journal {path} is not an Optuna journal ({type(error).__name__}: {error})\n"
+                         "fix: point tune.study at a journal strata wrote, or at a new path "
+                         "(a damaged journal cannot be continued)") from error
 
 
 def _sampler(name, seed, knobs):

@@ -270,6 +270,18 @@ TEST(TuneOptunaPlugin, PythonErrorsBecomeStrataErrors) {
   Error corrupt = expect_error([&] { Tuner tuner(optuna_options(not_a_db, 3), synthetic_space()); });
   EXPECT_TRUE(contains(corrupt.what_failed(), "cannot open study")) << corrupt.what();
   EXPECT_TRUE(contains(corrupt.how_to_fix(), "tune.study")) << corrupt.what();
+
+  // A damaged journal (binary bytes, or text that is not JSON lines): named, not a traceback.
+  for (const std::string& garbage : {std::string("\xff\xfe\x00\x01 binary\n", 12), std::string("not json\n")}) {
+    const std::string journal = folder + "/damaged.log";
+    std::ofstream(journal, std::ios::binary) << garbage;
+    Error damaged = expect_error([&] { Tuner tuner(optuna_options(journal, 3), synthetic_space()); });
+    EXPECT_TRUE(contains(damaged.what_failed(), journal)) << damaged.what();
+    EXPECT_TRUE(contains(damaged.what_failed(), "not an Optuna journal") ||
+                contains(damaged.what_failed(), "cannot open study")) << damaged.what();
+    EXPECT_FALSE(contains(damaged.what_failed(), "Traceback")) << damaged.what();
+    EXPECT_TRUE(contains(damaged.how_to_fix(), "tune.study")) << damaged.what();
+  }
 }
 
 TEST(TuneOptunaPlugin, AStudyKeepsItsCandidates) {
