@@ -1,6 +1,10 @@
 #include "io/metrics_writer.hpp"
 
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "common/error.hpp"
@@ -14,14 +18,23 @@ MetricsWriter::MetricsWriter(const std::string& dir) : dir_(dir) {
     throw Error("cannot create output directory '" + dir + "': " + ec.message(),
                 "set output.dir to a writable directory");
   }
-  const std::string path = dir + "/metrics.jsonl";
-  metrics_.open(path, std::ios::out | std::ios::trunc);
-  if (!metrics_) throw Error("cannot write '" + path + "'", "set output.dir to a writable directory");
+  path_ = dir + "/metrics.jsonl";
+  metrics_.open(path_, std::ios::out | std::ios::trunc);
+  if (!metrics_) throw Error("cannot write '" + path_ + "'", "set output.dir to a writable directory");
 }
 
 void MetricsWriter::append(const nlohmann::json& line) {
+  errno = 0;
   metrics_ << line.dump() << '\n';
   metrics_.flush();
+  if (metrics_) return;
+  const int error = errno;
+  metrics_.clear();  // the next line tries again (the disk may have room by then)
+  if (failed_writes_++ == 0) {
+    first_failure_ = "cannot write '" + path_ + "': " + (error != 0 ? std::strerror(error) : "write failed");
+    spdlog::warn("{} (metrics lines are lost until a write succeeds; summary.json is written at the end)",
+                 first_failure_);
+  }
 }
 
 void write_summary(const std::string& dir, const nlohmann::json& summary) {
