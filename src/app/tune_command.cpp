@@ -226,13 +226,21 @@ int run_tune_command(const std::vector<std::string>& args) {
       return to_ini(best_options);
     });
   }
+  int completed = 0;
   if (root) {
     if (auto best = log->best()) {
       spdlog::info("best: trial {} at {:.0f} samples/s; deck {}", best->trial.number, best->outcome.value,
                    log->best_deck_path());
-    } else {
-      spdlog::warn("no trial completed; no best.ini written");
+      completed = 1;
     }
+  }
+  // A search in which no trial completed found nothing: every rank fails alike.
+  MPI_Bcast(&completed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!completed) {
+    throw Error("no trial of the search completed (each was pruned or failed: see " + base.output.dir +
+                    "/trials.csv); no best.ini written",
+                "widen the limits that pruned them (tune.l1_limit_mb, tune.l2_limit_mb) or move tune.space_* "
+                "inside them, and check the reasons of failed trials in trials.csv");
   }
   return 0;
 }

@@ -283,6 +283,24 @@ def run_tune(r, name, ranks, *options):
         return out, list(csv.DictReader(f))
 
 
+def case_tune_all_pruned(r):
+    """A search whose every trial is pruned found nothing: exit 2 on every rank, one
+    message naming trials.csv and the limits; trials.csv still records each trial."""
+    out = os.path.join(r.workdir, "pruned")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    cmd = [r.mpiexec, "-n", "3", "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+    proc = subprocess.run(cmd + [r.strata, "tune", "--config", TINY, "--output.dir=" + out, "--tune.plugin=grid",
+                                 "--tune.space_l1_mb=100:200", "--tune.l1_limit_mb=10", "--tune.trials=3",
+                                 "--tune.trial_steps=10"], capture_output=True, text=True, timeout=600, env=env)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 2, (proc.returncode, text[-2000:])
+    assert "no trial of the search completed" in text and "tune.l1_limit_mb" in text, text[-2000:]
+    with open(os.path.join(out, "trials.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 3 and all(row["state"] == "pruned" for row in rows), rows
+    assert not os.path.exists(os.path.join(out, "best.ini"))
+
+
 def case_tune_grid(r):
     """strata tune inside one mpirun: the grid covers its space (including a
     layout change between trials), a trial whose L1 cannot hold a window is
