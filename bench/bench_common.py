@@ -12,7 +12,8 @@ def default_build_dir():
 
 def mpirun(ranks):
     """mpirun for `ranks` ranks sharing this machine's cores, one BLAS thread each."""
-    cmd = ["mpirun", "-n", str(ranks), "--oversubscribe", "--bind-to", "none", "-x", "OPENBLAS_NUM_THREADS=1"]
+    cmd = ["mpirun", "-n", str(ranks), "--oversubscribe", "--bind-to", "none", "-x", "OPENBLAS_NUM_THREADS=1",
+           "--mca", "btl", "self,vader"]  # one machine: shared memory, no TCP listeners
     return cmd + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
 
 

@@ -10,8 +10,10 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TINY = os.path.join(HERE, "tiny.ini")
@@ -48,6 +50,79 @@ class Runner:
         for needle in contains:
             assert needle in text, f"{name}: message lacks '{needle}':\n{text}"
         print(f"{name}: exit {proc.returncode}, message ok")
+
+
+def listening_inodes():
+    """Socket inode -> local address of every TCP socket in LISTEN state (IPv4 and IPv6)."""
+    found = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    if fields[3] == "0A":  # TCP_LISTEN
+                        found[fields[9]] = fields[1]
+        except FileNotFoundError:
+            pass
+    return found
+
+
+def is_loopback(hex_address):
+    host = hex_address.split(":")[0]
+    if len(host) == 8:  # IPv4, little-endian: 127.x.x.x
+        return host.endswith("7F")
+    return host == "00000000000000000000000001000000"  # ::1
+
+
+def case_no_listening_sockets(r):
+    """A single-node run (the tests' and launchers' shared-memory transport) opens no
+    listening TCP socket on a non-loopback address in any strata rank."""
+    out = os.path.join(r.workdir, "sockets")
+    cmd = [r.mpiexec, "-n", "3", "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+    proc = subprocess.Popen(cmd + [r.strata, "train", "--config", TINY, "--output.dir=" + out, "--train.steps=200000",
+                                   "--train.eval=false"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    try:
+        ranks = []
+        deadline = time.time() + 60
+        while time.time() < deadline and len(ranks) < 3:
+            time.sleep(0.5)
+            ranks = [int(p) for p in os.listdir("/proc") if p.isdigit() and p != str(proc.pid) and _is_rank(int(p), out)]
+        assert len(ranks) == 3, f"found {len(ranks)} strata ranks"
+        time.sleep(2)  # past MPI_Init: every transport is up
+        listening = listening_inodes()
+        exposed = []
+        for pid in ranks:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                inode = target[len("socket:["):-1] if target.startswith("socket:[") else None
+                if inode in listening and not is_loopback(listening[inode]):
+                    exposed.append((pid, listening[inode]))
+        assert not exposed, f"ranks listen on non-loopback addresses: {exposed}"
+        print(f"{len(ranks)} ranks, no listening socket beyond loopback")
+    finally:
+        proc.terminate()  # mpirun passes it on to the ranks
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+            if _is_rank(pid, out):
+                os.kill(pid, signal.SIGKILL)  # nothing of this case may outlive it
+
+
+def _is_rank(pid, out):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+    except OSError:
+        return False
+    return any(a.endswith(b"strata") for a in args[:1]) and ("--output.dir=" + out).encode() in args
 
 
 def case_same_seed_same_digest(r):
