@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 CTEST_ARGS ?= -LE slow
 
-.PHONY: all deps configure build run test test-all bench clean
+.PHONY: all deps configure build run test test-all test-asan bench clean
 
 all: build
 
@@ -35,3 +35,15 @@ bench: build
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# AddressSanitizer + UndefinedBehaviorSanitizer build in its own folder: the unit
+# and MPI tests (tests/sanitizers/lsan.supp suppresses third-party runtimes' leaks).
+ASAN_BUILD_DIR ?= build-asan
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_SANITIZE=address,undefined \
+	  -DSTRATA_ENABLE_CUDA=OFF
+	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/lsan.supp:print_suppressions=0 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(ASAN_BUILD_DIR) --output-on-failure -L 'unit|mpi' $(CTEST_ARGS)
