@@ -9,29 +9,45 @@
 
 namespace strata::comm {
 
-double wait(MPI_Request& request, const Service& service) {
+namespace {
+
+// What is waited for (a collective names its communicator's other ranks) goes
+// to the stall watchdog's report if the wait stalls.
+double wait_for(MPI_Request& request, const char* what, MPI_Comm comm, const Service& service) {
   const auto start = std::chrono::steady_clock::now();
   Backoff backoff;
   while (true) {
     int done = 0;
     check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) break;
+    if (comm == MPI_COMM_NULL) {
+      note_waiting_on(request, what);  // a send names its destination
+    } else {
+      WaitRecord::note_request(what, comm);
+    }
     if (service) service();
     backoff.pause();
   }
+  StallWatchdog::progress();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+double wait(MPI_Request& request, const Service& service) {
+  return wait_for(request, "a request (a send, a receive or a collective) to complete", MPI_COMM_NULL, service);
 }
 
 void allreduce(void* data, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, const Service& service) {
   MPI_Request request;
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, count, type, op, comm, &request), "MPI_Iallreduce");
-  wait(request, service);
+  wait_for(request, "an all-reduce", comm, service);
 }
 
 void reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
   MPI_Request request;
   check_mpi(MPI_Ireduce(send, recv, count, type, op, root, comm, &request), "MPI_Ireduce");
-  wait(request);
+  wait_for(request, "a reduce", comm, {});
 }
 
 std::vector<char> gather_bytes(const void* send, int bytes, int root, MPI_Comm comm) {
@@ -41,7 +57,7 @@ std::vector<char> gather_bytes(const void* send, int bytes, int root, MPI_Comm c
   std::vector<int> counts(rank == root ? ranks : 0), offsets(rank == root ? ranks : 0);
   MPI_Request request;
   check_mpi(MPI_Igather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, root, comm, &request), "MPI_Igather");
-  wait(request);
+  wait_for(request, "a gather", comm, {});
   std::vector<char> all;
   if (rank == root) {
     long long at = 0;
@@ -51,7 +67,7 @@ std::vector<char> gather_bytes(const void* send, int bytes, int root, MPI_Comm c
   check_mpi(MPI_Igatherv(send, bytes, MPI_BYTE, all.data(), counts.data(), offsets.data(), MPI_BYTE, root, comm,
                          &request),
             "MPI_Igatherv");
-  wait(request);
+  wait_for(request, "a gather", comm, {});
   return all;
 }
 
@@ -82,7 +98,7 @@ void alltoallv(const void* send, const std::vector<int>& send_bytes, void* recei
   check_mpi(MPI_Ialltoallv(send, send_bytes.data(), send_offsets.data(), MPI_BYTE, receive, receive_bytes.data(),
                            receive_offsets.data(), MPI_BYTE, comm, &request),
             "MPI_Ialltoallv");
-  wait(request, service);
+  wait_for(request, "an all-to-all", comm, service);
 }
 
 void alltoallv_sized_here(const std::vector<char>& send, const std::vector<int>& send_bytes,
@@ -92,7 +108,7 @@ void alltoallv_sized_here(const std::vector<char>& send, const std::vector<int>&
   MPI_Request request;
   check_mpi(MPI_Ialltoall(send_bytes.data(), 1, MPI_INT, receive_bytes.data(), 1, MPI_INT, comm, &request),
             "MPI_Ialltoall");
-  wait(request, service);
+  wait_for(request, "an all-to-all", comm, service);
   receive.resize(static_cast<size_t>(total_bytes(receive_bytes, "all-to-all receive")));
   alltoallv(send.data(), send_bytes, receive.data(), receive_bytes, comm, service);
 }

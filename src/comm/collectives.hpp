@@ -2,7 +2,8 @@
 // by a polite wait (comm::Backoff): on oversubscribed cores a rank that waits
 // in a blocking MPI call spins (Open MPI yields in a loop), burning the core
 // the rank it waits for needs. `service`, when given, runs between polls so a
-// producer keeps answering its trainers while it waits for its peers.
+// producer keeps answering its trainers while it waits for its peers. Every
+// wait is watched by the stall watchdog (comm/stall_watchdog.hpp) when armed.
 #pragma once
 
 #include <mpi.h>

@@ -17,6 +17,25 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The last sends started by send_bytes, so that a stalled wait on one can say
+// to whom it goes (a request does not tell). Old entries are overwritten.
+struct RecentSend {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Comm comm = MPI_COMM_NULL;
+  int dest = 0;
+  int tag = 0;
+};
+constexpr int kRecentSends = 64;
+thread_local RecentSend recent_sends[kRecentSends];
+thread_local int next_recent_send = 0;
+
+const RecentSend* find_recent_send(MPI_Request request) {
+  for (const RecentSend& s : recent_sends) {
+    if (s.request == request && request != MPI_REQUEST_NULL) return &s;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 void prepare_process_for_polite_waits() {
@@ -26,6 +45,7 @@ void prepare_process_for_polite_waits() {
 
 void Backoff::pause() {
   if (++polls_ < 4) return;
+  wait_.check();
   std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
   if (sleep_us_ < 200) sleep_us_ *= 2;
 }
@@ -46,8 +66,10 @@ double wait_politely(MPI_Request& request, MPI_Status* status) {
   while (true) {
     check_mpi(MPI_Test(&request, &done, status), "MPI_Test");
     if (done) break;
+    note_waiting_on(request, "a send or receive to complete");
     backoff.pause();
   }
+  StallWatchdog::progress();
   return seconds_since(start);
 }
 
@@ -58,16 +80,27 @@ void wait_all_politely(std::vector<MPI_Request>& requests) {
   requests.clear();
 }
 
+namespace {
+
+bool probe_once(MPI_Comm comm, int source, int tag, MPI_Message& message, MPI_Status& status) {
+  int found = 0;
+  check_mpi(MPI_Improbe(source, tag, comm, &found, &message, &status), "MPI_Improbe");
+  if (found) {
+    StallWatchdog::progress();
+    return true;
+  }
+  WaitRecord::note_message(comm, source, tag);  // into the caller's wait when not blocking
+  return false;
+}
+
+}  // namespace
+
 bool probe_politely(MPI_Comm comm, int source, int tag, MPI_Message& message, MPI_Status& status,
                     bool block) {
+  if (!block) return probe_once(comm, source, tag, message, status);
   Backoff backoff;
-  while (true) {
-    int found = 0;
-    check_mpi(MPI_Improbe(source, tag, comm, &found, &message, &status), "MPI_Improbe");
-    if (found) return true;
-    if (!block) return false;
-    backoff.pause();
-  }
+  while (!probe_once(comm, source, tag, message, status)) backoff.pause();
+  return true;
 }
 
 int receive_bytes(MPI_Comm comm, int source, int tag, std::vector<char>& buffer, double* waited_s) {
@@ -83,6 +116,15 @@ int receive_bytes(MPI_Comm comm, int source, int tag, std::vector<char>& buffer,
   return status.MPI_SOURCE;
 }
 
+void note_waiting_on(MPI_Request request, const char* otherwise, MPI_Comm comm) {
+  if (!StallWatchdog::armed()) return;
+  if (const RecentSend* send = find_recent_send(request)) {
+    WaitRecord::note_send(send->comm, send->dest, send->tag);
+  } else {
+    WaitRecord::note_request(otherwise, comm);
+  }
+}
+
 MPI_Request send_bytes(MPI_Comm comm, int dest, int tag, const std::vector<char>& buffer) {
   if (buffer.size() > static_cast<size_t>(INT_MAX)) {
     throw Error("message of " + std::to_string(buffer.size()) + " bytes exceeds MPI's 2 GiB count limit",
@@ -91,6 +133,11 @@ MPI_Request send_bytes(MPI_Comm comm, int dest, int tag, const std::vector<char>
   MPI_Request request;
   check_mpi(MPI_Isend(buffer.data(), static_cast<int>(buffer.size()), MPI_BYTE, dest, tag, comm, &request),
             "MPI_Isend");
+  for (RecentSend& s : recent_sends) {  // a handle MPI reuses names only its newest send
+    if (s.request == request) s.request = MPI_REQUEST_NULL;
+  }
+  recent_sends[next_recent_send] = RecentSend{request, comm, dest, tag};
+  next_recent_send = (next_recent_send + 1) % kRecentSends;
   return request;
 }
 

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "comm/stall_watchdog.hpp"
+
 namespace strata::comm {
 
 // Message tags between roles.
@@ -19,6 +21,7 @@ enum Tag : int {
   kTagFlushDone = 103,    // producer -> trainer: L2 written down to the servers (tiered)
   kTagCheckpoint = 104,   // trainer -> producer: write a checkpoint after this step (CheckpointStamp)
   kTagCheckpointReady = 105,  // producer -> trainer: caches written down, joining the checkpoint
+  kTagProgress = 106,         // trainer 0 -> producers, servers: steps complete (the stall watchdog's heartbeat)
   kTagProducerRequest = 202,  // producer -> server: fetch / write back rows (tiered)
   kTagProducerReply = 203,    // server -> producer
   kTagServerRequest = 200,  // trainer -> server: pull / push / collect / stop
@@ -33,7 +36,9 @@ enum Tag : int {
 void prepare_process_for_polite_waits();
 
 // Polls cheaply first (a reply is often microseconds away), then backs off to
-// sleeps of up to 200 us so an idle rank costs almost no CPU.
+// sleeps of up to 200 us so an idle rank costs almost no CPU. One Backoff is one
+// wait: with the stall watchdog armed (comm/stall_watchdog.hpp), pause() throws
+// strata::StallError once the wait has seen no progress for the timeout.
 class Backoff {
  public:
   void pause();
@@ -42,6 +47,7 @@ class Backoff {
  private:
   int polls_ = 0;
   int sleep_us_ = 5;
+  WaitRecord wait_;
 };
 
 // Throws strata::Error with the MPI error string when rc != MPI_SUCCESS.
@@ -63,5 +69,10 @@ bool probe_politely(MPI_Comm comm, int source, int tag, MPI_Message& message, MP
 
 // Starts sending `buffer` (which must stay alive until the request completes).
 MPI_Request send_bytes(MPI_Comm comm, int dest, int tag, const std::vector<char>& buffer);
+
+// For the stall watchdog's report, from a wait on `request` that found it not
+// done: a send started by send_bytes names its destination and tag, anything
+// else is noted as `otherwise` (with a collective's communicator, or MPI_COMM_NULL).
+void note_waiting_on(MPI_Request request, const char* otherwise, MPI_Comm comm = MPI_COMM_NULL);
 
 }  // namespace strata::comm
