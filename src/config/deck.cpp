@@ -144,6 +144,10 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("checkpoint.overwrite", o.checkpoint.overwrite,
     "remove at start the checkpoints in checkpoint.dir this run does not continue (else such a directory is refused)");
 
+  v("runtime.stall_timeout_s", o.runtime.stall_timeout_s,
+    "a wait that sees no progress this long (a rank stopped or hung) ends the job with exit code 86, each rank "
+    "naming what it waited for (0 = off)");
+
   v("tune.plugin", o.tune.plugin, "grid | random | optuna | /path/to/plugin.so");
   v("tune.trials", o.tune.trials, "trials to run in this invocation");
   v("tune.trial_steps", o.tune.trial_steps, "measured steps per trial");
@@ -564,6 +568,10 @@ void validate(const RunOptions& options) {
     throw Error("bad value for checkpoint.every_steps / every_seconds", "both must be >= 0 (0 = off)");
   }
   require_positive("checkpoint.keep", options.checkpoint.keep);
+  if (!(std::isfinite(options.runtime.stall_timeout_s) && options.runtime.stall_timeout_s >= 0)) {
+    throw Error("bad value for runtime.stall_timeout_s: " + std::to_string(options.runtime.stall_timeout_s),
+                "runtime.stall_timeout_s must be a finite number of seconds >= 0 (0 = off)");
+  }
   if ((options.checkpoint.every_steps > 0 || options.checkpoint.every_seconds > 0) && options.checkpoint.dir.empty()) {
     throw Error("checkpoints requested but checkpoint.dir is empty", "set checkpoint.dir = PATH");
   }

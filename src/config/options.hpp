@@ -137,6 +137,11 @@ struct CheckpointOptions {
   bool overwrite = false;     // remove at start the checkpoints in dir this run does not continue (else: refuse dir)
 };
 
+// How the ranks run: the stall watchdog.
+struct RuntimeOptions {
+  double stall_timeout_s = 300;  // a wait with no progress this long ends the job with exit code 86 (0 = off)
+};
+
 // strata tune: a search over runs. Each tune.space_* key is empty (not searched),
 // "lo:hi" or "lo:hi:log" (integers or floats), or "a|b|c" (candidates).
 struct TuneOptions {
@@ -181,6 +186,7 @@ struct RunOptions {
   LinksOptions links;
   OutputOptions output;
   CheckpointOptions checkpoint;
+  RuntimeOptions runtime;
   TuneOptions tune;
   AutotuneOptions autotune;
 };

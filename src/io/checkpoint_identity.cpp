@@ -50,6 +50,7 @@ constexpr KeyRule kRules[] = {
     {"links.", ResumeRule::kMayDiffer, "modelled links: timing only"},
     {"output.", ResumeRule::kMayDiffer, "outputs and logging"},
     {"checkpoint.", ResumeRule::kMayDiffer, "where and how often checkpoints go"},
+    {"runtime.stall_timeout_s", ResumeRule::kMayDiffer, "the stall watchdog: timing only"},
     {"tune.", ResumeRule::kMayDiffer, "strata tune only"},
     {"autotune.", ResumeRule::kMayDiffer, "the online controller moves cache budget and prefetch depth only"},
 };

@@ -11,12 +11,15 @@
 #include <optional>
 #include <thread>
 
+#include "comm/collectives.hpp"
 #include "comm/mpi_channel.hpp"
+#include "comm/stall_watchdog.hpp"
 #include "common/error.hpp"
 #include "model/optimizers.hpp"
 #include "runtime/batch_channel.hpp"
 #include "runtime/batch_source.hpp"
 #include "runtime/checkpointing.hpp"
+#include "runtime/preemption.hpp"
 #include "store/frequency_admission.hpp"
 #include "store/producer_staging.hpp"
 #include "store/round_requests.hpp"
@@ -60,9 +63,13 @@ ProducerReport Producer::run() {
   bool final = false;
   while (!final) final = run_phase(Phase::kTrain);
   report_.train_cpu = process_cpu_times() - cpu_start;
-  if (stopped_) return report_;  // preempted: the checkpoint holds everything
+  if (stopped_) {  // preempted: the checkpoint holds everything
+    stop_stall_watchdog();
+    return report_;
+  }
   if (staging_ && !fell_back_) staging_->finish_training();
   if (run_has_eval(options_)) run_phase(Phase::kEval);
+  stop_stall_watchdog();
   report_.parse = source_->stats();
   if (staging_) {
     const auto& c = staging_->counters();
@@ -95,16 +102,7 @@ void Producer::service() {
   poll_checkpoint();
 }
 
-void Producer::wait(MPI_Request& request) {
-  comm::Backoff backoff;
-  int done = 0;
-  while (true) {
-    comm::check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) return;
-    service();
-    backoff.pause();
-  }
-}
+void Producer::wait(MPI_Request& request) { comm::wait(request, [this] { service(); }); }
 
 // A message buffer for q: a completed send's, so that steady streaming
 // allocates (and page-faults) nothing.
@@ -155,6 +153,13 @@ bool Producer::run_phase(Phase phase) {
     q.in_flight.back().request =
         comm::send_bytes(MPI_COMM_WORLD, q.world_rank, comm::kTagBatch, q.in_flight.back().bytes);
   }
+  comm::WaitingFor waiting([this] {
+    std::string missing;
+    for (const auto& q : queues_) {
+      if (!q.done) missing += (missing.empty() ? "" : ", ") + comm::StallWatchdog::name_rank(q.world_rank);
+    }
+    return "the end of the phase from " + missing;
+  });
   comm::Backoff backoff;
   while (!all_done()) {
     if (!poll_done()) {
@@ -204,6 +209,8 @@ void Producer::stream_batches() {
         exhausted = true;
         break;
       }
+      comm::StallWatchdog::set_step(phase_ == Phase::kTrain ? "its training batch" : "its evaluation batch",
+                                    report_.batches);
       send_batch(q, batch);
     }
     poll_done();
@@ -212,6 +219,8 @@ void Producer::stream_batches() {
 
 void Producer::wait_for_room(TrainerQueue& q) {
   auto start = Clock::now();
+  comm::WaitingFor waiting(
+      [&q] { return comm::StallWatchdog::name_rank(q.world_rank) + " to take the batches queued for it"; });
   while (static_cast<int>(q.in_flight.size()) >= depth_) {
     wait(q.in_flight.front().request);
     retire_front(q);
@@ -269,7 +278,9 @@ bool run_has_eval(const RunOptions& options) {
 }
 
 ProducerReport run_producer(const RunOptions& options, const RankContext& context, const ResumePoint& resume) {
-  return Producer(options, context, resume).run();
+  Producer producer(options, context, resume);
+  start_stall_watchdog(options, context);
+  return producer.run();
 }
 
 }  // namespace strata::runtime

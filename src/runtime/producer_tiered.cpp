@@ -10,6 +10,7 @@
 
 #include "comm/collectives.hpp"
 #include "comm/mpi_channel.hpp"
+#include "comm/stall_watchdog.hpp"
 #include "runtime/batch_channel.hpp"
 
 namespace strata::runtime {
@@ -41,6 +42,7 @@ void Producer::stream_tiered_rounds() {
       poll_done();
       ok = ok && !any_done();
       bool any_lagging = false;
+      comm::WaitingFor waiting([] { return std::string("the other producers' requests of the round"); });
       if (!exchange_->exchange(ok, staging_->wants_fallback(), round.batches, requests_, any_lagging,
                                [this] { service(); })) {
         more = false;
@@ -63,6 +65,7 @@ void Producer::stream_tiered_rounds() {
       return;
     }
     Round& front = window.front();
+    comm::StallWatchdog::set_step("step", front.number + 1);
     if (options_.store.fault_staging_delay_ms > 0) {
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(options_.store.fault_staging_delay_ms));
     }
@@ -72,7 +75,13 @@ void Producer::stream_tiered_rounds() {
     for (size_t i = 0; i < queues_.size(); ++i) {
       std::vector<char> message = take_buffer(queues_[i]);
       encode_batch_message(front.batches[i], message);
-      staging_->stage(front.number, i, message);
+      {
+        comm::WaitingFor waiting([this, i] {
+          return "the rows to stage for " + comm::StallWatchdog::name_rank(queues_[i].world_rank) +
+                 " (write-backs from its trainers, rows from the servers)";
+        });
+        staging_->stage(front.number, i, message);
+      }
       send(queues_[i], std::move(message));
     }
     window.pop_front();

@@ -6,11 +6,13 @@
 #include <vector>
 
 #include "comm/mpi_channel.hpp"
+#include "comm/stall_watchdog.hpp"
 #include "comm/wire.hpp"
 #include "common/error.hpp"
 #include "io/checkpoint_file.hpp"
 #include "model/optimizers.hpp"
 #include "runtime/checkpointing.hpp"
+#include "runtime/preemption.hpp"
 #include "store/server_protocol.hpp"
 #include "store/server_shard.hpp"
 #include "store/staging_message.hpp"
@@ -64,10 +66,12 @@ bool serve_producers(store::ServerShard& shard, std::vector<char>& buffer, std::
       throw Error("server got unknown producer op " + std::to_string(static_cast<uint32_t>(op)));
     }
     if (op == store::ProducerOp::kWriteBack) continue;  // asynchronous: no acknowledgement
-    // Replies and acknowledgements: a blocking send keeps the order simple.
-    comm::check_mpi(MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, status.MPI_SOURCE,
-                             comm::kTagProducerReply, MPI_COMM_WORLD),
-                    "MPI_Send");
+    // Replies and acknowledgements: sent before the next request is read keeps
+    // the order simple (a polite wait, watched like every other).
+    const int producer = status.MPI_SOURCE;
+    comm::WaitingFor waiting([producer] { return comm::StallWatchdog::name_rank(producer) + " to take its rows"; });
+    MPI_Request sent = comm::send_bytes(MPI_COMM_WORLD, producer, comm::kTagProducerReply, reply);
+    comm::wait_politely(sent);
   }
 }
 
@@ -76,6 +80,15 @@ void receive_round(const RoleLayout& layout, std::vector<Request>& requests, sto
   const int trainers = layout.trainers();
   std::vector<bool> received(trainers, false);
   int remaining = trainers;
+  comm::WaitingFor waiting([&] {
+    std::string missing;
+    for (int t = 0; t < trainers; ++t) {
+      if (!received[t]) {
+        missing += (missing.empty() ? "" : ", ") + comm::StallWatchdog::name_rank(layout.world_rank(Role::kTrainer, t));
+      }
+    }
+    return "the requests of the round from " + missing;
+  });
   comm::Backoff backoff;
   while (remaining > 0) {
     bool progressed = false;
@@ -202,11 +215,16 @@ ServerReport run_server(const RunOptions& options, const RankContext& context, c
   std::vector<uint32_t> tables;
   ServerReport report;
 
+  start_stall_watchdog(options, context);
   const CpuTimes cpu_start = process_cpu_times();
   bool training = true;
   while (true) {
+    comm::StallWatchdog::set_step("request round", report.rounds + 1);
     receive_round(layout, requests, shard);
-    comm::wait_all_politely(pending);  // reply buffers are reused below
+    {
+      comm::WaitingFor waiting([] { return std::string("the trainers to take its replies"); });
+      comm::wait_all_politely(pending);  // reply buffers are reused below
+    }
     const ServerOp op = requests[0].header.op;
     for (const auto& r : requests) {
       if (r.header.op != op) {
@@ -219,6 +237,7 @@ ServerReport run_server(const RunOptions& options, const RankContext& context, c
       training = false;
       report.train_cpu = process_cpu_times() - cpu_start;
     }
+    if (op == ServerOp::kDump || op == ServerOp::kStop) stop_stall_watchdog();  // the final dump is not watched
     if (op == ServerOp::kStop) break;
 
     if (op == ServerOp::kPullTrain || op == ServerOp::kPullEval) {

@@ -179,7 +179,9 @@ int run_train_job(const RunOptions& options, MPI_Comm world) {
   return run_train_job_with_result(options, world).exit_code;
 }
 
-TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm world) {
+// A stalled wait (runtime.stall_timeout_s) anywhere in the roles ends the
+// process here with kExitStalled, after its one-line report.
+TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm world) try {
   if (!claim_train_output_dir(options, world)) return TrainJobResult{2, {}};  // rank 0 said why (exit 2: bad input)
   TrainJobResult result;
   RankContext context = split_roles(options.layout, world);
@@ -310,6 +312,10 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
   comm::check_mpi(MPI_Bcast(&result.exit_code, 1, MPI_INT, 0, world), "MPI_Bcast");
   MPI_Comm_free(&context.role_comm);
   return result;
+} catch (const StallError& e) {
+  int world_rank = 0;
+  MPI_Comm_rank(world, &world_rank);
+  exit_stalled(e, world_rank);
 }
 
 }  // namespace strata::runtime

@@ -11,6 +11,7 @@
 #include "comm/collectives.hpp"
 #include "comm/link_model.hpp"
 #include "comm/mpi_channel.hpp"
+#include "comm/stall_watchdog.hpp"
 #include "common/error.hpp"
 #include "runtime/batch_channel.hpp"
 #include "runtime/preemption.hpp"
@@ -77,7 +78,10 @@ TrainerReport Trainer::run() {
   }
   MPI_Request barrier;
   comm::check_mpi(MPI_Ibarrier(comm_, &barrier), "MPI_Ibarrier");
-  comm::wait(barrier);
+  {
+    comm::WaitingFor waiting([] { return std::string("the other trainers to start"); });
+    comm::wait(barrier);
+  }
   const auto start = Clock::now();
   const CpuTimes cpu_start = process_cpu_times();
   run_start_ = start;
@@ -113,11 +117,15 @@ TrainerReport Trainer::run() {
   report_.train_logloss = last_window_loss_;
   report_.preempted = preempted_;
   if (preempted_) {  // the checkpoint holds everything; leave quickly
+    stop_stall_watchdog();
     store_->shutdown();
     return report_;
   }
+  comm::StallWatchdog::set_step("the final flush after step", report_.steps);
   store_->flush();  // tiered: every dirty row goes down to the servers
+  comm::StallWatchdog::set_step("the evaluation after step", report_.steps);
   if (run_has_eval(options_)) evaluate();
+  stop_stall_watchdog();  // the final dump: one long computation on trainer 0, not watched
   finish();
   return report_;
 }
@@ -125,7 +133,11 @@ TrainerReport Trainer::run() {
 // Receives the next message from the producer; false at the end of the phase.
 bool Trainer::receive_batch(data::Batch& batch) {
   double waited = 0;
-  comm::receive_bytes(MPI_COMM_WORLD, producer_rank_, comm::kTagBatch, message_, &waited);
+  {
+    comm::WaitingFor waiting(
+        [this] { return "its next batch from " + comm::StallWatchdog::name_rank(producer_rank_); });
+    comm::receive_bytes(MPI_COMM_WORLD, producer_rank_, comm::kTagBatch, message_, &waited);
+  }
   report_.stall_s += waited;
   report_.bytes_batches += message_.size();
   comm::LinkModel::transfer(comm::Link::kHostToDevice, message_.size());  // the sample stream
@@ -148,6 +160,7 @@ void Trainer::train_epoch(int64_t planned) {
   phase_ended_ = false;
   data::Batch batch;
   while (true) {
+    comm::StallWatchdog::set_step("step", report_.steps + 1);
     int have = receive_batch(batch) ? 1 : 0;
     if (options_.train.steps > 0 && report_.steps >= options_.train.steps) have = 0;
     // One all-reduce decides, identically on every trainer: is there a step
@@ -155,7 +168,10 @@ void Trainer::train_epoch(int64_t planned) {
     // A non-finite loss on any trainer stops every trainer before the poisoned
     // parameters reach a checkpoint.
     int flags[4] = {have, checkpoint_due() ? 0 : 1, preemption_requested() ? 0 : 1, non_finite_step_ < 0 ? 1 : 0};
-    if (trainers_ > 1) comm::allreduce(flags, 4, MPI_INT, MPI_MIN, comm_);
+    if (trainers_ > 1) {
+      comm::WaitingFor waiting([] { return std::string("the other trainers to agree on taking the step"); });
+      comm::allreduce(flags, 4, MPI_INT, MPI_MIN, comm_);
+    }
     if (flags[3] == 0) stop_on_non_finite_loss();
     const bool all = flags[0] != 0, stop = flags[2] == 0;
     if ((flags[1] == 0 || stop) && report_.steps > last_checkpoint_step_ && !options_.checkpoint.dir.empty()) {
@@ -175,6 +191,7 @@ void Trainer::train_epoch(int64_t planned) {
                   " samples, expected " + std::to_string(options_.train.batch_size));
     }
     train_step(batch);
+    comm::StallWatchdog::step_completed();
     ++steps_this_epoch_;
     epoch_samples_ += global_batch();
     samples_total_ += global_batch();
@@ -198,7 +215,10 @@ void Trainer::stop_on_non_finite_loss() {
 
 void Trainer::train_step(const data::Batch& batch) {
   const int dim = model_->embedding_dim();
-  store_->pull(batch, rows_, /*for_training=*/true);
+  {
+    comm::WaitingFor waiting([] { return std::string("the rows of its batch"); });
+    store_->pull(batch, rows_, /*for_training=*/true);
+  }
   ++report_.keys_batches;
   for (int t = 0; t < shape_.num_tables; ++t) {
     report_.keys_total += batch.tables[t].index.size();
@@ -212,9 +232,13 @@ void Trainer::train_step(const data::Batch& batch) {
   if (!std::isfinite(loss) && non_finite_step_ < 0) non_finite_step_ = report_.steps + 1;
   window_loss_ += loss;
   window_samples_ += batch.size;
-  store_->push(batch, row_grads_);
+  {
+    comm::WaitingFor waiting([] { return std::string("the push of its row gradients"); });
+    store_->push(batch, row_grads_);
+  }
   auto& params = model_->parameters();
   if (trainers_ > 1) {
+    comm::WaitingFor waiting([] { return std::string("the all-reduce of the dense gradients"); });
     comm::allreduce(params.grads().data(), static_cast<int>(params.size()), MPI_FLOAT, MPI_SUM, comm_);
     report_.bytes_allreduce += params.size() * sizeof(float);
   }
@@ -228,6 +252,8 @@ void Trainer::end_phase(bool final) {
   comm::check_mpi(MPI_Send(&done, sizeof(done), MPI_BYTE, producer_rank_, comm::kTagProducerCtl, MPI_COMM_WORLD),
                   "MPI_Send");
   std::vector<char> drained;
+  comm::WaitingFor waiting(
+      [this] { return "the end of the phase from " + comm::StallWatchdog::name_rank(producer_rank_); });
   while (!phase_ended_) {
     comm::receive_bytes(MPI_COMM_WORLD, producer_rank_, comm::kTagBatch, drained);
     phase_ended_ = message_kind(drained) == BatchMessageKind::kEndOfPhase;
@@ -237,6 +263,7 @@ void Trainer::end_phase(bool final) {
 
 TrainerReport run_trainer(const RunOptions& options, const RankContext& context, const ResumePoint& resume) {
   Trainer trainer(options, context, resume);
+  start_stall_watchdog(options, context);
   return trainer.run();
 }
 
