@@ -1,4 +1,6 @@
-# Sourced by the job scripts: how to call mpirun on this machine.
+# Sourced by the job scripts: how to call mpirun on this machine. The scripts
+# start it through jobs/strata_mpirun.sh, so that SIGTERM or Ctrl-C ends the
+# job with a checkpoint (exit 85) instead of mpirun killing the ranks.
 # Root needs --allow-run-as-root; more ranks than cores need --oversubscribe.
 # One BLAS thread per rank: ranks already share the cores.
 STRATA_BUILD_DIR=${STRATA_BUILD_DIR:-build}

@@ -11,4 +11,4 @@ OVERWRITE=(--output.overwrite=true)
 for arg in "$@"; do
   case "$arg" in --output.dir*|--output.overwrite*) OVERWRITE=() ;; esac
 done
-exec mpirun -n 4 "${MPIRUN_FLAGS[@]}" "$STRATA_BIN" train --config inputs/default.ini "${OVERWRITE[@]}" "$@"
+exec jobs/strata_mpirun.sh -n 4 "${MPIRUN_FLAGS[@]}" "$STRATA_BIN" train --config inputs/default.ini "${OVERWRITE[@]}" "$@"

@@ -9,6 +9,6 @@ cd "$(dirname "$0")/.."
 source jobs/mpirun_env.sh
 TRIALS=${TRIALS:-16}
 TRIAL_STEPS=${TRIAL_STEPS:-100}
-exec mpirun -n 4 "${MPIRUN_FLAGS[@]}" "$STRATA_BIN" tune --config inputs/default.ini \
+exec jobs/strata_mpirun.sh -n 4 "${MPIRUN_FLAGS[@]}" "$STRATA_BIN" tune --config inputs/default.ini \
   --tune.plugin=optuna --tune.study=runs/tune/study.journal \
   --tune.trials="$TRIALS" --tune.trial_steps="$TRIAL_STEPS" --output.dir=runs/tune "$@"

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end tests of checkpoints: exact restart in both store modes, resharding
-onto other layouts, preemption by signal, ranks killed mid-step, damaged
+onto other layouts, preemption by signal (to mpirun, to the launcher
+jobs/strata_mpirun.sh, with the log pipe unread), ranks killed mid-step, damaged
 files, and run identity (a used checkpoint.dir refused, decks that differ in a
 key that changes the numbers refused). Real mpirun jobs of the strata binary; run by ctest (tests/e2e/CMakeLists.txt).
 
@@ -243,6 +244,117 @@ def case_kill_rank(r):
                         "--checkpoint.dir=" + ckpt, "--resume=latest")
         assert resumed["params_digest"] == whole["params_digest"], victim
         print(f"{victim} killed after {os.path.basename(checkpoints(ckpt)[-1])}: resumed bit-identical")
+
+
+LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "jobs", "strata_mpirun.sh")
+
+
+def start_with_launcher(r, name, ranks, *options):
+    """The job through jobs/strata_mpirun.sh, the supported launcher (README), as a
+    scheduler or a terminal starts it: its own session, output read by us."""
+    cmd = [LAUNCHER, "-n", str(ranks), "--oversubscribe", "--bind-to", "none"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    cmd += [r.strata, "train", "--config", TINY, "--output.dir=" + os.path.join(r.workdir, name), *options]
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", MPIRUN=r.mpiexec)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+
+
+def launcher_stops_with_checkpoint(r, sig):
+    """A stop signal to the launcher (SIGTERM from a scheduler, SIGINT from Ctrl-C):
+    checkpoint at the next step boundary, exit 85, resume to the uninterrupted digest."""
+    whole = r.run("whole", 4, "--layout.trainers=2", *SLOW)
+    ckpt = os.path.join(r.workdir, "ckpt")
+    job = start_with_launcher(r, "stopped", 4, "--layout.trainers=2", *SLOW, "--checkpoint.dir=" + ckpt,
+                              "--checkpoint.every_steps=20")
+    try:
+        wait_for_checkpoint(ckpt, job)
+        start = time.time()
+        job.send_signal(sig)
+        out, _ = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+    took = time.time() - start
+    assert job.returncode == PREEMPTED, f"exit {job.returncode}, expected {PREEMPTED}\n{out[-3000:]}"
+    with open(os.path.join(r.workdir, "stopped", "summary.json")) as f:
+        s = json.load(f)
+    assert s["preempted"] and s["steps"] < 120, s
+    newest = checkpoints(ckpt)[-1]
+    assert os.path.basename(newest) == "ckpt-%010d.h5" % s["steps"], checkpoints(ckpt)
+    resumed = r.run("resumed", 4, "--layout.trainers=2", *SLOW, "--checkpoint.dir=" + ckpt, "--resume=latest")
+    assert resumed["params_digest"] == whole["params_digest"]
+    print(f"{signal.Signals(sig).name} to the launcher: checkpoint at step {s['steps']}, exit 85 {took:.1f} s "
+          "after the signal, resumed to the uninterrupted digest")
+
+
+def case_launcher_sigterm(r):
+    launcher_stops_with_checkpoint(r, signal.SIGTERM)
+
+
+def case_launcher_sigint(r):
+    launcher_stops_with_checkpoint(r, signal.SIGINT)
+
+
+def blocked_writing(pid):
+    """Whether the process sits in write(2) to its stdout or stderr (/proc/PID/syscall)."""
+    try:
+        with open(f"/proc/{pid}/syscall") as f:
+            fields = f.read().split()
+    except OSError:
+        return False
+    return len(fields) > 1 and fields[0] == "1" and int(fields[1], 16) in (1, 2)
+
+
+def case_log_pipe_unread(r):
+    """mpirun stops reading the ranks' output (stopped here; a launcher shutting down
+    does the same): rank 0, logging every step, blocks writing to its full stderr pipe.
+    A stop signal still ends in a checkpoint (written while mpirun is stopped: log
+    lines that do not fit are dropped instead), and the job exits 85."""
+    slow = [o for o in SLOW if not o.startswith("--train.steps")] + ["--train.steps=4000"]
+    whole = r.run("whole", 4, "--layout.trainers=2", *slow)
+    ckpt = os.path.join(r.workdir, "ckpt")
+    job = start_job(r, "unread", 4, "--layout.trainers=2", *slow, "--output.progress_every=1",
+                    "--checkpoint.dir=" + ckpt)
+    metrics_file = os.path.join(r.workdir, "unread", "metrics.jsonl")
+    stopped = False
+    try:
+        deadline = time.time() + 60
+        while not (os.path.exists(metrics_file) and os.path.getsize(metrics_file) > 0):  # training has begun
+            assert job.poll() is None and time.time() < deadline, "the job did not start training"
+            time.sleep(0.05)
+        ranks = [rank_pids(job, w)[0] for w in range(4)]
+        os.kill(job.pid, signal.SIGSTOP)  # mpirun reads nothing from here on
+        stopped = True
+        deadline = time.time() + 60
+        while not blocked_writing(ranks[0]):
+            assert time.time() < deadline, "rank 0 never blocked on its log output"
+            time.sleep(0.1)
+        blocked_at = len(metrics(os.path.join(r.workdir, "unread")))
+        for pid in ranks:  # as Slurm's scancel does: SIGTERM to every task
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.time() + 60
+        while not checkpoints(ckpt):
+            assert time.time() < deadline, "no checkpoint while the log pipe was full"
+            time.sleep(0.1)
+        written = checkpoints(ckpt)[-1]
+        os.kill(job.pid, signal.SIGCONT)
+        stopped = False
+        out, _ = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            if stopped:
+                os.kill(job.pid, signal.SIGCONT)
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    assert job.returncode == PREEMPTED, f"exit {job.returncode}, expected {PREEMPTED}\n{out[-3000:]}"
+    resumed = r.run("resumed", 4, "--layout.trainers=2", *slow, "--checkpoint.dir=" + ckpt, "--resume=latest")
+    assert os.path.basename(resumed["checkpoints"]["resumed_from"]) == os.path.basename(written), \
+        (resumed["checkpoints"], written)
+    assert resumed["params_digest"] == whole["params_digest"]
+    print(f"rank 0 blocked on a full log pipe ({blocked_at} metrics lines by then); SIGTERM still wrote "
+          f"{os.path.basename(written)}; exit 85; resumed to the uninterrupted digest")
 
 
 def case_damaged_checkpoints(r):
