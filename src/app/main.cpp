@@ -20,6 +20,7 @@
 #include "backend/host/blas_kernels.hpp"
 #include "comm/mpi_channel.hpp"
 #include "common/error.hpp"
+#include "common/exit_codes.hpp"
 #include "config/deck.hpp"
 #include "data/hdf5_dataset.hpp"
 #include "runtime/role_layout.hpp"
@@ -31,8 +32,8 @@
 
 namespace {
 
-constexpr int kExitUsage = 2;   // bad command line, deck or input file
-constexpr int kExitNoDevice = 77;
+using strata::kExitNoDevice;
+constexpr int kExitUsage = strata::kExitBadInput;  // bad command line, deck or input file
 
 const char* kUsage =
     "usage: strata <command> [options]\n"
