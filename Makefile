@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 CTEST_ARGS ?= -LE slow
 
-.PHONY: all deps configure build run test test-all test-asan bench clean
+.PHONY: all deps configure build run test test-all test-asan fuzz bench clean
 
 all: build
 
@@ -47,3 +47,15 @@ test-asan: deps
 	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD_DIR) --output-on-failure -L 'unit|mpi' --timeout 1200 $(CTEST_ARGS)
+
+# libFuzzer targets (tests/fuzz) in a clang build of their own, with ASan and UBSan:
+# each target runs its corpus, then FUZZ_RUNS new inputs (make fuzz FUZZ_RUNS=1000000
+# for a long run; the default suite of the gcc build does not build them).
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_RUNS ?= 2000
+fuzz: deps
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_FUZZ=ON \
+	  -DSTRATA_SANITIZE=address,undefined,fuzzer-no-link -DSTRATA_ENABLE_CUDA=OFF -DSTRATA_FUZZ_RUNS=$(FUZZ_RUNS)
+	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target fuzz_deck fuzz_text_line fuzz_sequence_events \
+	  fuzz_batch_wire fuzz_checkpoint
+	ctest --test-dir $(FUZZ_BUILD_DIR) --output-on-failure -L fuzz --timeout 100000
