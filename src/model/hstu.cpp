@@ -147,50 +147,9 @@ struct Hstu::Impl {
     acts.resize(size_t(s.blocks));
   }
 
-  // training: the candidates bags must hold 2 L_b keys; row_grads is checked when given.
   void check(const data::Batch& batch, const std::vector<const float*>& rows,
              const std::vector<float*>* row_grads, bool training) const {
-    const int B = batch.size;
-    const auto fail = [](const std::string& what) {
-      return Error("Hstu: malformed batch: " + what,
-                   "the batch must hold next-item samples (history, candidates tables) and be de-duplicated");
-    };
-    if (B < 0) throw fail("negative size");
-    if (batch.tables.size() != size_t(kHstuTables) || rows.size() != size_t(kHstuTables) ||
-        (row_grads != nullptr && row_grads->size() != size_t(kHstuTables)))
-      throw Error("model.kind = hstu needs 2 tables (history, candidates) but the batch has " +
-                      std::to_string(batch.tables.size()) + " (rows " + std::to_string(rows.size()) + ")",
-                  "use next-item samples: data.sequence_task = next_item");
-    for (int t = 0; t < kHstuTables; ++t) {
-      const data::SparseBags& bags = batch.tables[t];
-      if (bags.offsets.size() != size_t(B) + 1 || bags.offsets[0] != 0)
-        throw fail("table " + std::to_string(t) + ": offsets must have B + 1 entries starting at 0");
-      for (int b = 0; b < B; ++b)
-        if (bags.offsets[b + 1] < bags.offsets[b]) throw fail("table " + std::to_string(t) + ": offsets decrease");
-      if (bags.index.size() != size_t(bags.offsets[B]))
-        throw fail("table " + std::to_string(t) + ": index must have offsets[B] entries");
-      const int32_t U = int32_t(bags.unique_keys.size());
-      for (int32_t i : bags.index)
-        if (i < 0 || i >= U) throw fail("table " + std::to_string(t) + ": index out of range");
-      if (U > 0 && (rows[t] == nullptr || (row_grads != nullptr && (*row_grads)[t] == nullptr)))
-        throw fail("table " + std::to_string(t) + ": null rows");
-    }
-    const auto& history = batch.tables[kHstuHistoryTable].offsets;
-    const auto& candidates = batch.tables[kHstuCandidateTable].offsets;
-    for (int b = 0; b < B; ++b) {
-      const int32_t L = history[b + 1] - history[b], C = candidates[b + 1] - candidates[b];
-      if (L > shape.max_len)
-        throw Error("Hstu: sample " + std::to_string(b) + " has a history of " + std::to_string(L) +
-                        " items, more than model.hstu_max_len = " + std::to_string(shape.max_len),
-                    "set model.hstu_max_len >= data.max_seq_len, or data.max_seq_len (> 0) to at most " +
-                        std::to_string(shape.max_len));
-      if (training && C != 2 * L)
-        throw Error("Hstu: training sample " + std::to_string(b) + " has " + std::to_string(C) +
-                        " candidates for a history of " + std::to_string(L) + " items; training needs 2 * " +
-                        std::to_string(L) + " = " + std::to_string(2 * L),
-                    "give the candidates table [pos_0, neg_0, pos_1, neg_1, ...], a positive and a negative "
-                    "per history position (data.sequence_task = next_item)");
-    }
+    check_next_item_batch(batch, rows, row_grads, training, shape.max_len, "Hstu", "hstu");
   }
 
   // Runs the network; leaves the user states in h (N, dim). Returns N.
@@ -201,20 +160,7 @@ struct Hstu::Impl {
     const size_t ND = size_t(N) * D;
     const float* items = rows[kHstuHistoryTable];
     const float* pos = params.values().data() + position;
-    const float item_scale = std::sqrt(float(D));
-
-    token_position.resize(size_t(N));
-    stream[0].resize(ND);
-    for (int b = 0; b < B; ++b) {
-      const int32_t first = history.offsets[b], last = history.offsets[b + 1];
-      for (int32_t t = first; t < last; ++t) {
-        token_position[t] = last - 1 - t;
-        const float* e = items + size_t(history.index[t]) * D;
-        const float* p = pos + size_t(token_position[t]) * D;
-        float* x = &stream[0][size_t(t) * D];
-        for (int d = 0; d < D; ++d) x[d] = item_scale * e[d] + p[d];
-      }
-    }
+    embed_history(history, B, items, pos, D, token_position, stream[0]);
     const host::JaggedAttentionShape attention_shape{B, shape.heads, shape.head_dim(), history.offsets.data()};
     dy.resize(ND);  // the output projection before it joins the stream
     for (int l = 0; l < shape.blocks; ++l) {
@@ -303,19 +249,8 @@ struct Hstu::Impl {
     }
 
     // x_t = sqrt(dim) e(item_t) + P[position_t], summed in token order.
-    float* dpos = params.grads(position);
-    std::fill_n(dpos, size_t(shape.max_len) * D, 0.0f);
-    std::fill_n(history_grads, history.unique_keys.size() * D, 0.0f);
-    const float item_scale = std::sqrt(float(D));
-    for (int t = 0; t < N; ++t) {
-      const float* g = &dstream[size_t(t) * D];
-      float* row = history_grads + size_t(history.index[t]) * D;
-      float* p = dpos + size_t(token_position[t]) * D;
-      for (int d = 0; d < D; ++d) {
-        row[d] += item_scale * g[d];
-        p[d] += g[d];
-      }
-    }
+    embed_history_backward(history, token_position, dstream.data(), D, shape.max_len, params.grads(position),
+                           history_grads);
   }
 };
 

@@ -84,6 +84,88 @@ void LayerNorm::backward(DenseParameters& params, const float* x, const float* m
   }
 }
 
+void check_next_item_batch(const data::Batch& batch, const std::vector<const float*>& rows,
+                           const std::vector<float*>* row_grads, bool training, int max_len,
+                           const std::string& model, const std::string& kind) {
+  constexpr int kTables = 2;
+  const int B = batch.size;
+  const auto fail = [&](const std::string& what) {
+    return Error(model + ": malformed batch: " + what,
+                 "the batch must hold next-item samples (history, candidates tables) and be de-duplicated");
+  };
+  if (B < 0) throw fail("negative size");
+  if (batch.tables.size() != size_t(kTables) || rows.size() != size_t(kTables) ||
+      (row_grads != nullptr && row_grads->size() != size_t(kTables)))
+    throw Error("model.kind = " + kind + " needs 2 tables (history, candidates) but the batch has " +
+                    std::to_string(batch.tables.size()) + " (rows " + std::to_string(rows.size()) + ")",
+                "use next-item samples: data.sequence_task = next_item");
+  for (int t = 0; t < kTables; ++t) {
+    const data::SparseBags& bags = batch.tables[t];
+    if (bags.offsets.size() != size_t(B) + 1 || bags.offsets[0] != 0)
+      throw fail("table " + std::to_string(t) + ": offsets must have B + 1 entries starting at 0");
+    for (int b = 0; b < B; ++b)
+      if (bags.offsets[b + 1] < bags.offsets[b]) throw fail("table " + std::to_string(t) + ": offsets decrease");
+    if (bags.index.size() != size_t(bags.offsets[B]))
+      throw fail("table " + std::to_string(t) + ": index must have offsets[B] entries");
+    const int32_t U = int32_t(bags.unique_keys.size());
+    for (int32_t i : bags.index)
+      if (i < 0 || i >= U) throw fail("table " + std::to_string(t) + ": index out of range");
+    if (U > 0 && (rows[t] == nullptr || (row_grads != nullptr && (*row_grads)[t] == nullptr)))
+      throw fail("table " + std::to_string(t) + ": null rows");
+  }
+  const auto& history = batch.tables[kNextItemHistoryTable].offsets;
+  const auto& candidates = batch.tables[kNextItemCandidateTable].offsets;
+  const std::string max_len_key = "model." + kind + "_max_len";
+  for (int b = 0; b < B; ++b) {
+    const int32_t L = history[b + 1] - history[b], C = candidates[b + 1] - candidates[b];
+    if (L > max_len)
+      throw Error(model + ": sample " + std::to_string(b) + " has a history of " + std::to_string(L) +
+                      " items, more than " + max_len_key + " = " + std::to_string(max_len),
+                  "set " + max_len_key + " >= data.max_seq_len, or data.max_seq_len (> 0) to at most " +
+                      std::to_string(max_len));
+    if (training && C != 2 * L)
+      throw Error(model + ": training sample " + std::to_string(b) + " has " + std::to_string(C) +
+                      " candidates for a history of " + std::to_string(L) + " items; training needs 2 * " +
+                      std::to_string(L) + " = " + std::to_string(2 * L),
+                  "give the candidates table [pos_0, neg_0, pos_1, neg_1, ...], a positive and a negative "
+                  "per history position (data.sequence_task = next_item)");
+  }
+}
+
+void embed_history(const data::SparseBags& history, int batch_size, const float* item_rows,
+                   const float* positions, int D, std::vector<int32_t>& token_position, std::vector<float>& x) {
+  const int N = history.offsets[size_t(batch_size)];
+  const float item_scale = std::sqrt(float(D));
+  token_position.resize(size_t(N));
+  x.resize(size_t(N) * D);
+  for (int b = 0; b < batch_size; ++b) {
+    const int32_t first = history.offsets[b], last = history.offsets[b + 1];
+    for (int32_t t = first; t < last; ++t) {
+      token_position[t] = last - 1 - t;
+      const float* e = item_rows + size_t(history.index[t]) * D;
+      const float* p = positions + size_t(token_position[t]) * D;
+      float* xt = &x[size_t(t) * D];
+      for (int d = 0; d < D; ++d) xt[d] = item_scale * e[d] + p[d];
+    }
+  }
+}
+
+void embed_history_backward(const data::SparseBags& history, const std::vector<int32_t>& token_position,
+                            const float* dx, int D, int max_len, float* position_grads, float* history_grads) {
+  std::fill_n(position_grads, size_t(max_len) * D, 0.0f);
+  std::fill_n(history_grads, history.unique_keys.size() * D, 0.0f);
+  const float item_scale = std::sqrt(float(D));
+  for (size_t t = 0; t < token_position.size(); ++t) {
+    const float* g = dx + t * D;
+    float* row = history_grads + size_t(history.index[t]) * D;
+    float* p = position_grads + size_t(token_position[t]) * D;
+    for (int d = 0; d < D; ++d) {
+      row[d] += item_scale * g[d];
+      p[d] += g[d];
+    }
+  }
+}
+
 double next_item_pair_loss(const data::Batch& batch, const float* h_all, int D, const float* out_rows,
                            float* out_grads, float loss_scale, std::vector<float>& dh_all) {
   const data::SparseBags& candidates = batch.tables[kNextItemCandidateTable];

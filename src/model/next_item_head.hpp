@@ -45,6 +45,26 @@ class LayerNorm {
   size_t bias_;
 };
 
+// Checks a next-item batch before a model reads it: two tables with consistent CSR
+// bags and de-duplicated indices, rows (and row_grads when given) for every table
+// with keys, histories of at most max_len items, and in training 2 L_b candidates per
+// sample. `model` ("Sasrec") starts the messages; `kind` ("sasrec") names the keys
+// model.<kind>_max_len and model.kind = <kind>.
+void check_next_item_batch(const data::Batch& batch, const std::vector<const float*>& rows,
+                           const std::vector<float*>* row_grads, bool training, int max_len,
+                           const std::string& model, const std::string& kind);
+
+// The models' input: x_t = sqrt(dim) e(item_t) + P[position_t] for every history token,
+// positions counted back from the sample's most recent event (written to
+// token_position). x (tokens, dim) is resized.
+void embed_history(const data::SparseBags& history, int batch_size, const float* item_rows,
+                   const float* positions, int dim, std::vector<int32_t>& token_position, std::vector<float>& x);
+
+// Its backward given dx (tokens, dim): the position table's gradient (max_len, dim)
+// and the history rows' gradients (U_0, dim) overwritten, summed in token order.
+void embed_history_backward(const data::SparseBags& history, const std::vector<int32_t>& token_position,
+                            const float* dx, int dim, int max_len, float* position_grads, float* history_grads);
+
 // Sum over samples of softplus(-s(h_t, pos_t)) + softplus(s(h_t, neg_t)) over every
 // history token t, s = h . e. dh (tokens, dim) is overwritten with loss_scale times the
 // loss's gradient in h; out_grads (U_1, dim), the candidates' row gradients, is
