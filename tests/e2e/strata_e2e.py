@@ -610,65 +610,25 @@ def case_din_csv_sequences(r):
     print("din csv digest", ps["params_digest"][:16], "keys per batch", ps["keys_per_batch"])
 
 
-def case_sasrec_tiered_equals_ps(r):
-    """SASRec on next-item samples (synthetic sequences and an event file): tiered == ps
-    bit for bit with one and two trainers and an evicting L1; HR@10 and NDCG@10 in the
-    summary, well above chance (0.1 with 100 negatives) and below the teacher."""
+def next_item_matrix(r, kind, model):
+    """A next-item model (sasrec, hstu) on synthetic sequences and an event file:
+    tiered == ps bit for bit with one and two trainers and an evicting L1; HR@10 and
+    NDCG@10 in the summary, HR@10 above twice chance (10 / 101 with 100 negatives)
+    and below the teacher. Returns the synthetic data's options."""
     synthetic = ["--data.source=synthetic_sequences", "--data.sequence_users=400", "--data.sequence_items=3000",
-                 "--data.sequence_length=zipf:3:300", "--data.max_seq_len=48", "--model.sasrec_max_len=48",
+                 "--data.sequence_length=zipf:3:300", "--data.max_seq_len=48", f"--model.{kind}_max_len=48",
                  "--train.steps=60", "--train.batch_size=32"]
     events = os.path.join(r.workdir, "events.tsv")
     write_event_file(events)
     from_file = ["--data.source=sequences", "--data.train=" + events, "--data.sequence_side_columns=category",
                  "--train.steps=20", "--train.batch_size=16", "--data.sequence_eval=test"]
-    sasrec = ["--model.kind=sasrec", "--data.sequence_task=next_item"]
-    for name, data in (("synthetic", synthetic), ("file", from_file)):
-        for trainers in (1, 2):
-            ranks = trainers + 2
-            tag = f"sasrec_{name}_t{trainers}"
-            common = [*data, *sasrec, f"--layout.trainers={trainers}"]
-            ps = r.run(tag + "_ps", ranks, *common, "--store.mode=ps")
-            tiered = r.run(tag + "_tiered", ranks, *common, "--store.mode=tiered")
-            assert tiered["params_digest"] == ps["params_digest"], f"{tag}: tiered differs from ps"
-            window = int(tiered["levels"]["l1"]["max_window_rows"])
-            small = r.run(tag + "_small", ranks, *common, "--store.mode=tiered",
-                          f"--store.l1_mb={megabytes(window)}", f"--store.l2_mb={megabytes(2 * window)}")
-            assert small["params_digest"] == ps["params_digest"], f"{tag}, small L1: digest differs"
-            if name == "synthetic":  # the event file's 400 items fit a two-trainer window whole
-                assert small["levels"]["l1"]["evictions"] > 0, f"{tag}: the small L1 never evicted"
-            assert 0.0 <= ps["eval_ndcg_at_10"] <= ps["eval_hr_at_10"] <= 1.0, ps
-            assert ps["keys_per_batch"]["unique"] < ps["keys_per_batch"]["total"], ps["keys_per_batch"]
-            if name == "synthetic":
-                assert 0.2 < ps["eval_hr_at_10"] < ps["teacher_hr_at_10"], (ps["eval_hr_at_10"], ps["teacher_hr_at_10"])
-            print(tag, ps["params_digest"][:16], "HR@10", round(ps["eval_hr_at_10"], 4),
-                  "NDCG@10", round(ps["eval_ndcg_at_10"], 4))
-    r.expect_error("sasrec_on_ctr_samples", 3, *synthetic, "--model.kind=sasrec",
-                   contains=["data.sequence_task", "next_item"])
-    r.expect_error("din_on_next_item", 3, *synthetic, "--model.kind=din", "--data.sequence_task=next_item",
-                   contains=["data.sequence_task = ctr"])
-    r.expect_error("sasrec_on_criteo", 3, "--model.kind=sasrec", contains=["data.source = sequences"])
-
-
-def case_hstu_tiered_equals_ps(r):
-    """HSTU (model.kind = hstu) on next-item samples (synthetic sequences and an event
-    file): tiered == ps bit for bit with one and two trainers and an evicting L1; HR@10
-    and NDCG@10 in the summary, HR@10 above twice chance (10 / 101 with 100 negatives)
-    and below the teacher."""
-    synthetic = ["--data.source=synthetic_sequences", "--data.sequence_users=400", "--data.sequence_items=3000",
-                 "--data.sequence_length=zipf:3:300", "--data.max_seq_len=48", "--model.hstu_max_len=48",
-                 "--train.steps=60", "--train.batch_size=32"]
-    events = os.path.join(r.workdir, "events.tsv")
-    write_event_file(events)
-    from_file = ["--data.source=sequences", "--data.train=" + events, "--data.sequence_side_columns=category",
-                 "--train.steps=20", "--train.batch_size=16", "--data.sequence_eval=test"]
-    hstu = ["--model.kind=hstu", "--data.sequence_task=next_item", "--model.hstu_blocks=2", "--model.hstu_heads=2",
-            "--model.hstu_buckets=32"]
     chance = 10.0 / 101.0
     for name, data in (("synthetic", synthetic), ("file", from_file)):
         for trainers in (1, 2):
             ranks = trainers + 2
-            tag = f"hstu_{name}_t{trainers}"
-            common = [*data, *hstu, f"--layout.trainers={trainers}"]
+            tag = f"{kind}_{name}_t{trainers}"
+            common = [*data, f"--model.kind={kind}", "--data.sequence_task=next_item", *model,
+                      f"--layout.trainers={trainers}"]
             ps = r.run(tag + "_ps", ranks, *common, "--store.mode=ps")
             tiered = r.run(tag + "_tiered", ranks, *common, "--store.mode=tiered")
             assert tiered["params_digest"] == ps["params_digest"], f"{tag}: tiered differs from ps"
@@ -685,12 +645,27 @@ def case_hstu_tiered_equals_ps(r):
                                                                                 ps["teacher_hr_at_10"])
             print(tag, ps["params_digest"][:16], "HR@10", round(ps["eval_hr_at_10"], 4),
                   "NDCG@10", round(ps["eval_ndcg_at_10"], 4))
-    r.expect_error("hstu_on_ctr_samples", 3, *synthetic, "--model.kind=hstu",
+    r.expect_error(f"{kind}_on_ctr_samples", 3, *synthetic, f"--model.kind={kind}",
                    contains=["data.sequence_task", "next_item"])
-    r.expect_error("hstu_on_criteo", 3, "--model.kind=hstu", contains=["data.source = sequences"])
+    r.expect_error(f"{kind}_on_criteo", 3, f"--model.kind={kind}", contains=["data.source = sequences"])
+    return synthetic
+
+
+def case_sasrec_tiered_equals_ps(r):
+    """SASRec: next_item_matrix, and click models refuse next-item samples."""
+    synthetic = next_item_matrix(r, "sasrec", [])
+    r.expect_error("din_on_next_item", 3, *synthetic, "--model.kind=din", "--data.sequence_task=next_item",
+                   contains=["data.sequence_task = ctr"])
+
+
+def case_hstu_tiered_equals_ps(r):
+    """HSTU (2 layers of 2 heads, 32 bias buckets): next_item_matrix, and a history
+    longer than model.hstu_max_len is refused naming both keys."""
+    hstu = ["--model.hstu_blocks=2", "--model.hstu_heads=2", "--model.hstu_buckets=32"]
+    synthetic = next_item_matrix(r, "hstu", hstu)
     short = [o for o in synthetic if not o.startswith("--model.hstu_max_len=")] + ["--model.hstu_max_len=16"]
-    r.expect_error("hstu_max_len_too_small", 3, *short, *hstu,
-                   contains=["model.hstu_max_len", "data.max_seq_len"])
+    r.expect_error("hstu_max_len_too_small", 3, *short, "--model.kind=hstu", "--data.sequence_task=next_item",
+                   *hstu, contains=["model.hstu_max_len", "data.max_seq_len"])
 
 
 def run_case_from_command_line(cases):
