@@ -22,20 +22,6 @@ using strata::data::Batch;
 
 namespace {
 
-struct Fixture {
-  Batch batch;
-  std::vector<std::vector<float>> rows, grads;
-  std::vector<const float*> row_ptrs() const {
-    std::vector<const float*> p;
-    for (const auto& r : rows) p.push_back(r.data());
-    return p;
-  }
-  std::vector<float*> grad_ptrs() {
-    std::vector<float*> p;
-    for (auto& g : grads) p.push_back(g.data());
-    return p;
-  }
-};
 
 // B = 5, 2 dense features, table 0 one-hot, table 1 the history (target-last).
 Fixture small_fixture(int dim, uint64_t seed) {

@@ -19,22 +19,6 @@ using strata::data::Batch;
 
 namespace {
 
-struct Fixture {
-  Batch batch;
-  std::vector<std::vector<float>> rows;  // rows[t] (U_t, dim)
-  std::vector<std::vector<float>> grads; // grads[t] (U_t, dim)
-
-  std::vector<const float*> row_ptrs() const {
-    std::vector<const float*> p;
-    for (const auto& r : rows) p.push_back(r.data());
-    return p;
-  }
-  std::vector<float*> grad_ptrs() {
-    std::vector<float*> p;
-    for (auto& g : grads) p.push_back(g.data());
-    return p;
-  }
-};
 
 // B = 5 samples, 3 dense features, 3 tables: one-hot, multi-hot with an empty bag and
 // repeats, and a table whose keys are shared by most samples.

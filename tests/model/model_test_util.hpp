@@ -79,4 +79,22 @@ inline data::SparseBags make_bags(const std::vector<std::vector<int32_t>>& bags,
   return out;
 }
 
+// A batch and the rows a store would hand a model for it, with their gradients.
+struct Fixture {
+  data::Batch batch;
+  std::vector<std::vector<float>> rows;   // rows[t] (U_t, dim)
+  std::vector<std::vector<float>> grads;  // grads[t] (U_t, dim)
+
+  std::vector<const float*> row_ptrs() const {
+    std::vector<const float*> p;
+    for (const auto& r : rows) p.push_back(r.data());
+    return p;
+  }
+  std::vector<float*> grad_ptrs() {
+    std::vector<float*> p;
+    for (auto& g : grads) p.push_back(g.data());
+    return p;
+  }
+};
+
 }  // namespace strata::model::testing
