@@ -16,6 +16,7 @@
 
 #include "data/batch.hpp"
 #include "data/sample_reader.hpp"
+#include "data/synthetic.hpp"  // Stream
 
 namespace strata::data::testing {
 
@@ -125,5 +126,21 @@ class LogCapture {
  private:
   std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
 };
+
+// Samples [first, first + count) of a random-access dataset (synthetic, sequence
+// samples) as one batch.
+template <class Dataset>
+Batch make_batch(const Dataset& samples, Stream stream, int64_t first, int32_t count) {
+  Batch batch;
+  batch.reset(samples.num_dense(), samples.num_tables());
+  samples.generate(stream, first, count, batch);
+  return batch;
+}
+
+// The keys of sample b's bag in `table` of a batch that is not de-duplicated.
+inline std::vector<uint64_t> bag_keys(const Batch& batch, int table, int b) {
+  const SparseBags& t = batch.tables[size_t(table)];
+  return {t.keys.begin() + t.offsets[size_t(b)], t.keys.begin() + t.offsets[size_t(b) + 1]};
+}
 
 }  // namespace strata::data::testing

@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "data/sequence_next_item.hpp"
 #include "data/synthetic_sequences.hpp"
+#include "data_test_util.hpp"
 
 namespace strata::data {
 namespace {
@@ -29,16 +30,11 @@ std::shared_ptr<const SequenceCorpus> small_corpus() {
 }
 
 Batch make(const NextItemSamples& samples, Stream stream, int64_t first, int32_t count) {
-  Batch batch;
-  batch.reset(samples.num_dense(), samples.num_tables());
-  samples.generate(stream, first, count, batch);
-  return batch;
+  return testing::make_batch(samples, stream, first, count);
 }
 
-std::vector<uint64_t> bag(const Batch& batch, int table, int b) {
-  const SparseBags& t = batch.tables[size_t(table)];
-  return {t.keys.begin() + t.offsets[size_t(b)], t.keys.begin() + t.offsets[size_t(b) + 1]};
-}
+using testing::bag_keys;
+std::vector<uint64_t> bag(const Batch& batch, int table, int b) { return bag_keys(batch, table, b); }
 
 std::set<uint64_t> items_of_user(const SequenceCorpus& c, uint64_t u) {
   return {c.items.begin() + c.offsets[u], c.items.begin() + c.offsets[u + 1]};
