@@ -271,32 +271,12 @@ const HstuShape& Hstu::shape() const { return impl_->shape; }
 
 double Hstu::forward_backward(const data::Batch& batch, const std::vector<const float*>& rows,
                               const std::vector<float*>& row_grads, float loss_scale) {
-  Impl& m = *impl_;
-  m.check(batch, rows, &row_grads, /*training=*/true);
-  const int D = m.shape.dim;
-  const int N = m.forward(batch, rows);
-  const data::SparseBags& candidates = batch.tables[kHstuCandidateTable];
-  const float* out_rows = rows[kHstuCandidateTable];
-  float* out_grads = row_grads[kHstuCandidateTable];
-  if (!candidates.unique_keys.empty()) std::fill_n(out_grads, candidates.unique_keys.size() * D, 0.0f);
-  if (N == 0) {
-    m.params.zero_grads();
-    if (!batch.tables[kHstuHistoryTable].unique_keys.empty())
-      std::fill_n(row_grads[kHstuHistoryTable], batch.tables[kHstuHistoryTable].unique_keys.size() * D, 0.0f);
-    return 0.0;
-  }
-
-  const double loss = next_item_pair_loss(batch, m.h.data(), D, out_rows, out_grads, loss_scale, m.dh);
-  m.backward(batch, N, row_grads[kHstuHistoryTable]);
-  return loss;
+  return next_item_forward_backward(*impl_, batch, rows, row_grads, loss_scale);
 }
 
 void Hstu::score_candidates(const data::Batch& batch, const std::vector<const float*>& rows,
                             std::vector<float>& scores) {
-  Impl& m = *impl_;
-  m.check(batch, rows, nullptr, /*training=*/false);
-  m.forward(batch, rows);
-  next_item_scores(batch, m.h.data(), m.shape.dim, rows[kHstuCandidateTable], scores);
+  next_item_score_candidates(*impl_, batch, rows, scores);
 }
 
 void Hstu::predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) {

@@ -10,6 +10,7 @@
 // bit-reproducible.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -81,5 +82,38 @@ void next_item_scores(const data::Batch& batch, const float* h, int dim, const f
 // error for a sample without candidates.
 void next_item_first_probabilities(const data::Batch& batch, const std::vector<float>& scores,
                                    const std::string& model, float* probs);
+
+// The Model methods every next-item model implements alike, over its Impl: check(batch,
+// rows, row_grads*, training), forward(batch, rows) -> tokens (leaving the user states
+// in h), backward(batch, tokens, history_grads) from dh, and params, shape.dim, h, dh.
+template <class Impl>
+double next_item_forward_backward(Impl& m, const data::Batch& batch, const std::vector<const float*>& rows,
+                                  const std::vector<float*>& row_grads, float loss_scale) {
+  m.check(batch, rows, &row_grads, /*training=*/true);
+  const int D = m.shape.dim;
+  const int N = m.forward(batch, rows);
+  const data::SparseBags& candidates = batch.tables[kNextItemCandidateTable];
+  float* out_grads = row_grads[kNextItemCandidateTable];
+  if (N == 0) {  // no history: nothing scored, every gradient zero
+    m.params.zero_grads();
+    if (!candidates.unique_keys.empty()) std::fill_n(out_grads, candidates.unique_keys.size() * D, 0.0f);
+    const data::SparseBags& history = batch.tables[kNextItemHistoryTable];
+    if (!history.unique_keys.empty())
+      std::fill_n(row_grads[kNextItemHistoryTable], history.unique_keys.size() * D, 0.0f);
+    return 0.0;
+  }
+  const double loss =
+      next_item_pair_loss(batch, m.h.data(), D, rows[kNextItemCandidateTable], out_grads, loss_scale, m.dh);
+  m.backward(batch, N, row_grads[kNextItemHistoryTable]);
+  return loss;
+}
+
+template <class Impl>
+void next_item_score_candidates(Impl& m, const data::Batch& batch, const std::vector<const float*>& rows,
+                                std::vector<float>& scores) {
+  m.check(batch, rows, nullptr, /*training=*/false);
+  m.forward(batch, rows);
+  next_item_scores(batch, m.h.data(), m.shape.dim, rows[kNextItemCandidateTable], scores);
+}
 
 }  // namespace strata::model
