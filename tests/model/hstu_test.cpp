@@ -30,7 +30,6 @@ namespace {
 
 
 constexpr int kBuckets = 16;  // fewer than the longest history: the last bucket gathers distances 15..32
-const std::vector<int> kLengths = {2, 0, 33, 1, 7};
 
 ModelOptions small_options() {
   ModelOptions o;
@@ -43,61 +42,14 @@ ModelOptions small_options() {
   return o;
 }
 
-// Biases (incl. the relative-position ones) and gains away from their initial values,
-// so that their gradients are checked off the symmetric point.
-void perturb_biases_and_gains(DenseParameters& p) {
-  for (const auto& s : p.slices()) {
-    const bool bias = s.name.find("bias") != std::string::npos, gain = s.name.find("gain") != std::string::npos;
-    if (!bias && !gain) continue;
-    const auto r = random_vector(s.size(), s.offset, -0.2f, 0.2f);
-    for (size_t i = 0; i < s.size(); ++i) p.values(s.offset)[i] = (gain ? 1.0f : 0.0f) + r[i];
-  }
-}
-
-// Sample s of f alone, as a batch of one.
-Fixture single_sample(const Fixture& f, int s) {
-  Fixture one = f;
-  Batch& b = one.batch;
-  b.size = 1;
-  b.labels = {f.batch.labels[size_t(s)]};
-  for (size_t t = 0; t < b.tables.size(); ++t) {
-    const auto& src = f.batch.tables[t];
-    b.tables[t].index.assign(src.index.begin() + src.offsets[s], src.index.begin() + src.offsets[s + 1]);
-    b.tables[t].offsets = {0, src.offsets[s + 1] - src.offsets[s]};
-  }
-  return one;
-}
-
-// Central differences of 3e-4 and 1e-4 first (the network is smooth: SiLU and LN),
-// then expect_gradient's wider set.
-template <class F>
-void expect_gradient_fine(double analytic, float* x, F&& f, double atol, double rtol, const char* what, size_t i) {
-  for (float eps : {3e-4f, 1e-4f}) {
-    const double numeric = central_difference(x, eps, f);
-    if (std::fabs(analytic - numeric) <= atol + rtol * std::max(std::fabs(analytic), std::fabs(numeric))) return;
-  }
-  expect_gradient(analytic, x, f, atol, rtol, what, i);
-}
-
-bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 double max_abs(const std::vector<float>& v, size_t first, size_t count) {
   double m = 0.0;
   for (size_t i = first; i < first + count; ++i) m = std::max(m, std::fabs(double(v[i])));
   return m;
 }
 
-template <class F>
-void expect_error_naming(F&& f, const std::vector<std::string>& names) {
-  try {
-    f();
-    ADD_FAILURE() << "no strata::Error";
-  } catch (const strata::Error& e) {
-    for (const auto& name : names) EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
-  }
-}
+
+std::unique_ptr<Model> make_hstu(uint64_t seed) { return std::make_unique<Hstu>(small_options(), 0, 2, seed); }
 
 }  // namespace
 
@@ -203,27 +155,7 @@ TEST(Hstu, GradientsMatchFiniteDifferencesWithOneHeadAndOneLayer) {
       expect_gradient_fine(row_grads[t][i], &f.rows[t][i], objective, 1e-4, 1e-2, "row", t * 1000 + i);
 }
 
-// Changing history item j must leave the user states at positions < j unchanged.
-TEST(Hstu, ALaterHistoryItemDoesNotChangeEarlierPositions) {
-  const int L = 33;
-  Fixture f = readout_fixture(L, 13);
-  Hstu model(small_options(), 0, 2, 4);
-  perturb_biases_and_gains(model.parameters());
-  model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f);
-  for (int j : {1, 20, 32}) {
-    Fixture changed = f;
-    int32_t& item = changed.batch.tables[0].index[size_t(j)];
-    item = (item + 1) % 10;
-    model.forward_backward(changed.batch, changed.row_ptrs(), changed.grad_ptrs(), 1.0f);
-    const std::vector<double> change = state_changes(f.grads[1], changed.grads[1]);
-    for (int i = 0; i < L; ++i) {
-      if (i < j)
-        EXPECT_EQ(change[size_t(i)], 0.0) << "item " << j << " changed position " << i;
-      else
-        EXPECT_GT(change[size_t(i)], 1e-5) << "item " << j << " left position " << i << " alone";
-    }
-  }
-}
+TEST(Hstu, ALaterHistoryItemDoesNotChangeEarlierPositions) { expect_causal(make_hstu); }
 
 // Bucket k of the relative-position bias holds distance k (the last bucket every
 // distance from kBuckets - 1 on): it moves exactly the positions i >= k, which have a
@@ -252,124 +184,15 @@ TEST(Hstu, ARelativeBiasBucketMovesOnlyPositionsThatReachIt) {
   }
 }
 
-// Positions count back from the most recent event: P[0] belongs to the last item, so
-// changing it moves only the last user state (and the one that scoring reads).
-TEST(Hstu, TheMostRecentItemHasPositionZero) {
-  const int L = 7;
-  Fixture f = readout_fixture(L, 15);
-  Hstu model(small_options(), 0, 2, 4);
-  perturb_biases_and_gains(model.parameters());
-  model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f);
-  DenseParameters& p = model.parameters();
-  float* p0 = p.values(p.slice("position").offset);
-  for (int d = 0; d < kDim; ++d) p0[d] += 0.1f * float(d + 1);  // not a constant shift, which LN removes
-  Fixture changed = f;
-  model.forward_backward(changed.batch, changed.row_ptrs(), changed.grad_ptrs(), 1.0f);
-  const std::vector<double> change = state_changes(f.grads[1], changed.grads[1]);
-  for (int i = 0; i + 1 < L; ++i) EXPECT_EQ(change[size_t(i)], 0.0) << "position " << i;
-  EXPECT_GT(change[size_t(L - 1)], 1e-5);
-}
+TEST(Hstu, TheMostRecentItemHasPositionZero) { expect_latest_item_at_position_zero(make_hstu); }
 
-// The last training position and scoring read the same user state h_{L-1}: with a row
-// of its own, the positive's gradient at the last position is -sigmoid(-s) h_{L-1}, so
-// its dot product with the row is -sigmoid(-s) s for the s that scoring gives.
-TEST(Hstu, ScoringReadsTheLastTrainingPosition) {
-  Hstu model(small_options(), 0, 2, 8);
-  perturb_biases_and_gains(model.parameters());
-  for (int L : {1, 2, 7, 33}) {
-    Fixture train = readout_fixture(L, 17);
-    model.forward_backward(train.batch, train.row_ptrs(), train.grad_ptrs(), 1.0f);
+TEST(Hstu, ScoringReadsTheLastTrainingPosition) { expect_scoring_reads_last_position(make_hstu); }
 
-    Fixture score = train;
-    score.batch.tables[1] = make_bags({{2 * L - 2, 2 * L - 1, 0}}, 2 * L);
-    std::vector<float> scores;
-    model.score_candidates(score.batch, score.row_ptrs(), scores);
-    ASSERT_EQ(scores.size(), 3u);
-    const float* e = &train.rows[1][size_t(2 * L - 2) * kDim];
-    const float* g = &train.grads[1][size_t(2 * L - 2) * kDim];
-    double g_dot_e = 0.0;
-    for (int d = 0; d < kDim; ++d) g_dot_e += double(g[d]) * e[d];
-    const double s = scores[0];
-    EXPECT_NEAR(g_dot_e, -s / (1.0 + std::exp(s)), 1e-5) << "L = " << L;
-    float prob = 0.0f;
-    model.predict(score.batch, score.row_ptrs(), &prob);
-    EXPECT_FLOAT_EQ(prob, float(1.0 / (1.0 + std::exp(-s)))) << "L = " << L;
-  }
-}
+TEST(Hstu, ForwardBackwardIsBitwiseRepeatable) { expect_bitwise_repeatable(make_hstu); }
 
-TEST(Hstu, ForwardBackwardIsBitwiseRepeatable) {
-  Fixture f = training_fixture(kLengths, 11);
-  Hstu model(small_options(), 0, 2, 9);
-  const double loss1 = model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 0.2f);
-  const auto g1 = model.parameters().grads();
-  const auto r1 = f.grads;
-  std::vector<float> s1;
-  model.score_candidates(f.batch, f.row_ptrs(), s1);
-  // A different batch in between must not leak into the next step.
-  Fixture other = training_fixture({5, 40, 3}, 12);
-  model.forward_backward(other.batch, other.row_ptrs(), other.grad_ptrs(), 0.5f);
-  for (auto& g : f.grads) std::fill(g.begin(), g.end(), 9.0f);
-  model.parameters().grads().assign(model.parameters().size(), 9.0f);
-  EXPECT_EQ(model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 0.2f), loss1);
-  EXPECT_TRUE(bits_equal(g1, model.parameters().grads()));
-  for (size_t t = 0; t < r1.size(); ++t) EXPECT_TRUE(bits_equal(r1[t], f.grads[t])) << t;
-  std::vector<float> s2;
-  model.score_candidates(f.batch, f.row_ptrs(), s2);
-  EXPECT_TRUE(bits_equal(s1, s2));
-  // Scoring leaves the gradients alone.
-  EXPECT_TRUE(bits_equal(g1, model.parameters().grads()));
-  // A second model of the same seed gives the same bits.
-  Hstu twin(small_options(), 0, 2, 9);
-  Fixture g = training_fixture(kLengths, 11);
-  EXPECT_EQ(twin.forward_backward(g.batch, g.row_ptrs(), g.grad_ptrs(), 0.2f), loss1);
-  EXPECT_TRUE(bits_equal(g1, twin.parameters().grads()));
-  for (size_t t = 0; t < r1.size(); ++t) EXPECT_TRUE(bits_equal(r1[t], g.grads[t])) << t;
-}
+TEST(Hstu, ASampleDoesNotDependOnTheRestOfTheBatch) { expect_batch_independence(make_hstu); }
 
-// A sample's loss and scores are functions of its own bags only.
-TEST(Hstu, ASampleDoesNotDependOnTheRestOfTheBatch) {
-  Fixture f = training_fixture(kLengths, 21);
-  Hstu model(small_options(), 0, 2, 3);
-  perturb_biases_and_gains(model.parameters());
-  const double total = model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f);
-  std::vector<float> all;
-  model.score_candidates(f.batch, f.row_ptrs(), all);
-  ASSERT_EQ(all.size(), f.batch.tables[1].index.size());
-  double sum = 0.0;
-  for (int s = 0; s < f.batch.size; ++s) {
-    Fixture one = single_sample(f, s);
-    const double loss = model.forward_backward(one.batch, one.row_ptrs(), one.grad_ptrs(), 1.0f);
-    sum += loss;
-    EXPECT_EQ(loss == 0.0, kLengths[size_t(s)] == 0) << "sample " << s;
-    std::vector<float> scores;
-    model.score_candidates(one.batch, one.row_ptrs(), scores);
-    const auto& offsets = f.batch.tables[1].offsets;
-    ASSERT_EQ(scores.size(), size_t(offsets[s + 1] - offsets[s]));
-    for (size_t c = 0; c < scores.size(); ++c) {
-      EXPECT_EQ(scores[c], all[size_t(offsets[s]) + c]) << "sample " << s << " candidate " << c;
-      if (kLengths[size_t(s)] == 0) EXPECT_EQ(scores[c], 0.0f);
-    }
-  }
-  EXPECT_EQ(sum, total);
-}
-
-TEST(Hstu, BatchWithoutHistoryHasNoLossAndNoGradient) {
-  Fixture f = training_fixture({0, 0}, 5);
-  Hstu model(small_options(), 0, 2, 3);
-  model.parameters().grads().assign(model.parameters().size(), 9.0f);
-  EXPECT_EQ(model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f), 0.0);
-  for (float g : model.parameters().grads()) ASSERT_EQ(g, 0.0f);
-  Fixture score = f;
-  score.batch.tables[1] = make_bags({{1, 2}, {3}}, 14);
-  fill_rows(score, 5);
-  std::vector<float> scores;
-  model.score_candidates(score.batch, score.row_ptrs(), scores);
-  EXPECT_EQ(scores, (std::vector<float>{0.0f, 0.0f, 0.0f}));
-  float probs[2];
-  model.predict(score.batch, score.row_ptrs(), probs);
-  EXPECT_EQ(probs[0], 0.5f);
-  EXPECT_EQ(probs[1], 0.5f);
-}
+TEST(Hstu, BatchWithoutHistoryHasNoLossAndNoGradient) { expect_no_history_no_gradient(make_hstu); }
 
 TEST(Hstu, OptionsAndBatchesAreChecked) {
   ModelOptions o = small_options();
