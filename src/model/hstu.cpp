@@ -81,27 +81,10 @@ HstuShape hstu_shape(const ModelOptions& options, int num_tables) {
   shape.blocks = options.hstu_blocks;
   shape.max_len = options.hstu_max_len;
   shape.buckets = options.hstu_buckets;
-  if (shape.dim <= 0)
-    throw Error("model.embedding_dim = " + std::to_string(shape.dim) + " is not positive",
-                "set model.embedding_dim to the width of the item rows, e.g. 64");
-  if (shape.heads <= 0 || shape.dim % shape.heads != 0)
-    throw Error("model.hstu_heads = " + std::to_string(shape.heads) + " does not divide model.embedding_dim = " +
-                    std::to_string(shape.dim),
-                "set model.hstu_heads to a positive divisor of model.embedding_dim (1 by default)");
-  if (shape.blocks <= 0)
-    throw Error("model.hstu_blocks = " + std::to_string(shape.blocks) + " is not positive",
-                "set model.hstu_blocks >= 1 (2 by default)");
-  if (shape.max_len <= 0)
-    throw Error("model.hstu_max_len = " + std::to_string(shape.max_len) + " is not positive",
-                "set model.hstu_max_len to the longest history, at least data.max_seq_len (e.g. 200)");
+  check_next_item_options("hstu", shape.dim, shape.heads, shape.blocks, shape.max_len, num_tables);
   if (shape.buckets <= 0)
     throw Error("model.hstu_buckets = " + std::to_string(shape.buckets) + " is not positive",
                 "set model.hstu_buckets >= 1, the relative-position bias buckets per layer (64 by default)");
-  if (num_tables != kHstuTables)
-    throw Error("model.kind = hstu needs 2 tables (history, candidates) but the data has " +
-                    std::to_string(num_tables),
-                "use next-item samples: data.source = sequences or synthetic_sequences with "
-                "data.sequence_task = next_item");
   return shape;
 }
 

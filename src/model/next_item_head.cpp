@@ -84,6 +84,28 @@ void LayerNorm::backward(DenseParameters& params, const float* x, const float* m
   }
 }
 
+void check_next_item_options(const std::string& kind, int dim, int heads, int blocks, int max_len, int num_tables) {
+  const std::string key = "model." + kind + "_";
+  if (dim <= 0)
+    throw Error("model.embedding_dim = " + std::to_string(dim) + " is not positive",
+                "set model.embedding_dim to the width of the item rows, e.g. 64");
+  if (heads <= 0 || dim % heads != 0)
+    throw Error(key + "heads = " + std::to_string(heads) + " does not divide model.embedding_dim = " +
+                    std::to_string(dim),
+                "set " + key + "heads to a positive divisor of model.embedding_dim (1 by default)");
+  if (blocks <= 0)
+    throw Error(key + "blocks = " + std::to_string(blocks) + " is not positive",
+                "set " + key + "blocks >= 1 (2 by default)");
+  if (max_len <= 0)
+    throw Error(key + "max_len = " + std::to_string(max_len) + " is not positive",
+                "set " + key + "max_len to the longest history, at least data.max_seq_len (e.g. 200)");
+  if (num_tables != 2)
+    throw Error("model.kind = " + kind + " needs 2 tables (history, candidates) but the data has " +
+                    std::to_string(num_tables),
+                "use next-item samples: data.source = sequences or synthetic_sequences with "
+                "data.sequence_task = next_item");
+}
+
 void check_next_item_batch(const data::Batch& batch, const std::vector<const float*>& rows,
                            const std::vector<float*>* row_grads, bool training, int max_len,
                            const std::string& model, const std::string& kind) {

@@ -46,6 +46,11 @@ class LayerNorm {
   size_t bias_;
 };
 
+// Checks the options every next-item model has (model.embedding_dim, model.<kind>_heads
+// dividing it, model.<kind>_blocks, model.<kind>_max_len) and that the data has the two
+// next-item tables: strata::Error naming the key otherwise.
+void check_next_item_options(const std::string& kind, int dim, int heads, int blocks, int max_len, int num_tables);
+
 // Checks a next-item batch before a model reads it: two tables with consistent CSR
 // bags and de-duplicated indices, rows (and row_grads when given) for every table
 // with keys, histories of at most max_len items, and in training 2 L_b candidates per

@@ -65,24 +65,7 @@ SasrecShape sasrec_shape(const ModelOptions& options, int num_tables) {
   shape.heads = options.sasrec_heads;
   shape.blocks = options.sasrec_blocks;
   shape.max_len = options.sasrec_max_len;
-  if (shape.dim <= 0)
-    throw Error("model.embedding_dim = " + std::to_string(shape.dim) + " is not positive",
-                "set model.embedding_dim to the width of the item rows, e.g. 64");
-  if (shape.heads <= 0 || shape.dim % shape.heads != 0)
-    throw Error("model.sasrec_heads = " + std::to_string(shape.heads) + " does not divide model.embedding_dim = " +
-                    std::to_string(shape.dim),
-                "set model.sasrec_heads to a positive divisor of model.embedding_dim (1 is SASRec's default)");
-  if (shape.blocks <= 0)
-    throw Error("model.sasrec_blocks = " + std::to_string(shape.blocks) + " is not positive",
-                "set model.sasrec_blocks >= 1 (SASRec uses 2)");
-  if (shape.max_len <= 0)
-    throw Error("model.sasrec_max_len = " + std::to_string(shape.max_len) + " is not positive",
-                "set model.sasrec_max_len to the longest history, at least data.max_seq_len (e.g. 200)");
-  if (num_tables != kSasrecTables)
-    throw Error("model.kind = sasrec needs 2 tables (history, candidates) but the data has " +
-                    std::to_string(num_tables),
-                "use next-item samples: data.source = sequences or synthetic_sequences with "
-                "data.sequence_task = next_item");
+  check_next_item_options("sasrec", shape.dim, shape.heads, shape.blocks, shape.max_len, num_tables);
   return shape;
 }
 
