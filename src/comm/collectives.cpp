@@ -44,6 +44,39 @@ void allreduce(void* data, int count, MPI_Datatype type, MPI_Op op, MPI_Comm com
   wait_for(request, "an all-reduce", comm, service);
 }
 
+void ordered_allreduce_sum(float* data, int count, MPI_Comm comm, const Service& service) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &ranks);
+  if (ranks == 1 || count == 0) return;
+  // Block q (of near-equal sizes) is folded by rank q.
+  std::vector<int> sizes(ranks), offsets(ranks);
+  for (int q = 0, at = 0; q < ranks; ++q) {
+    sizes[q] = count / ranks + (q < count % ranks ? 1 : 0);
+    offsets[q] = at;
+    at += sizes[q];
+  }
+  const int mine = sizes[rank];
+  std::vector<int> receive_sizes(ranks, mine), receive_offsets(ranks);
+  for (int r = 0; r < ranks; ++r) receive_offsets[r] = r * mine;
+  std::vector<float> blocks(static_cast<size_t>(mine) * ranks);  // (ranks, mine): every rank's block `rank`
+  MPI_Request request;
+  check_mpi(MPI_Ialltoallv(data, sizes.data(), offsets.data(), MPI_FLOAT, blocks.data(), receive_sizes.data(),
+                           receive_offsets.data(), MPI_FLOAT, comm, &request),
+            "MPI_Ialltoallv");
+  wait_for(request, "an ordered all-reduce (all-to-all)", comm, service);
+  float* folded = data + offsets[rank];
+  for (int i = 0; i < mine; ++i) folded[i] = blocks[size_t(i)];
+  for (int r = 1; r < ranks; ++r) {
+    const float* block = blocks.data() + size_t(r) * mine;
+    for (int i = 0; i < mine; ++i) folded[i] += block[i];
+  }
+  check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, sizes.data(), offsets.data(), MPI_FLOAT, comm,
+                            &request),
+            "MPI_Iallgatherv");
+  wait_for(request, "an ordered all-reduce (all-gather)", comm, service);
+}
+
 void reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
   MPI_Request request;
   check_mpi(MPI_Ireduce(send, recv, count, type, op, root, comm, &request), "MPI_Ireduce");

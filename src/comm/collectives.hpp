@@ -21,6 +21,13 @@ double wait(MPI_Request& request, const Service& service = {});
 // In place: data (count of type) <- op over every rank of comm.
 void allreduce(void* data, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, const Service& service = {});
 
+// In place: data (count floats) <- the sum over every rank of comm, added in rank
+// order, ((x0 + x1) + x2) + ..., whatever the rank count and MPI's algorithms: so a
+// sum whose terms live on other ranks in another layout can be made bit-identical.
+// Costs what a ring all-reduce moves: an all-to-all of the blocks (rank q folds
+// block q) and an all-gather of the folded blocks.
+void ordered_allreduce_sum(float* data, int count, MPI_Comm comm, const Service& service = {});
+
 // recv (count of type, on root only) <- op over every rank's send.
 void reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm);
 

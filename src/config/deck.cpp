@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include "common/error.hpp"
+#include "config/parallel_layout.hpp"
 #include "data/sequence_samples.hpp"  // the data.sequence_length law, checked with the deck
+#include "model/moe.hpp"             // the expert keys, checked with the deck
 
 namespace po = boost::program_options;
 
@@ -26,6 +28,9 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("layout.producers", o.layout.producers, "CPU ranks that read, parse, hash, de-duplicate and prefetch");
   v("layout.trainers", o.layout.trainers, "ranks that run the dense network (one per GPU or core)");
   v("layout.servers", o.layout.servers, "parameter-server ranks holding the sparse tables");
+  v("layout.dp", o.layout.dp, "data-parallel replicas; dp x sp x ep = trainers (0 = trainers / (sp x ep))");
+  v("layout.sp", o.layout.sp, "sequence-parallel degree (sp > 1 is not yet supported)");
+  v("layout.ep", o.layout.ep, "expert-parallel degree: model.kind = moe's experts sharded over ep trainers");
 
   v("data.source", o.data.source,
     "criteo | csv | synthetic | hdf5 (from strata convert) | sequences (event file) | synthetic_sequences");
@@ -70,7 +75,7 @@ void visit_options(RunOptions& o, Visitor&& v) {
 
   v("model.kind", o.model.kind,
     "the network: dlrm | din (target attention over the history table) | sasrec (next-item self-attention) | "
-    "hstu (next-item HSTU layers)");
+    "hstu (next-item HSTU layers) | moe (DLRM with a top-k gated mixture of expert top MLPs)");
   v("model.embedding_dim", o.model.embedding_dim, "width of every embedding row");
   v("model.bottom_mlp", o.model.bottom_mlp, "bottom MLP widths; the last equals embedding_dim");
   v("model.top_mlp", o.model.top_mlp, "top MLP hidden widths (a width-1 output is added)");
@@ -89,6 +94,13 @@ void visit_options(RunOptions& o, Visitor&& v) {
     "hstu: longest history, rows of the positional embedding (>= data.max_seq_len)");
   v("model.hstu_buckets", o.model.hstu_buckets,
     "hstu: relative-position bias buckets per layer (distances >= buckets - 1 share the last)");
+  v("model.num_experts", o.model.num_experts, "moe: expert towers, each a top MLP (layout.ep must divide it)");
+  v("model.top_k", o.model.top_k, "moe: experts per sample, 1 (Switch) or 2 (GShard, gate weights renormalised)");
+  v("model.capacity_factor", o.model.capacity_factor,
+    "moe: each expert takes at most ceil(factor x batch_size x top_k / num_experts) samples of a trainer's batch, "
+    "the rest are dropped (0 = dropless)");
+  v("model.aux_loss_weight", o.model.aux_loss_weight,
+    "moe: weight of the load-balancing loss num_experts x sum_e f_e P_e (0 = off)");
 
   v("optim.dense", o.optim.dense, "adam | adagrad | sgd for the dense weights");
   v("optim.dense_lr", o.optim.dense_lr, "dense learning rate");
@@ -181,7 +193,7 @@ const std::map<std::string, std::vector<std::string>>& choices() {
       {"data.sequence_eval", {"validation", "test"}},
       {"data.sequence_task", {"ctr", "next_item"}},
       {"tune.sampler", {"tpe", "random", "cmaes"}},
-      {"model.kind", {"dlrm", "din", "sasrec", "hstu"}},
+      {"model.kind", {"dlrm", "din", "sasrec", "hstu", "moe"}},
       {"model.pooling", {"sum", "mean"}},
       {"optim.dense", {"adam", "adagrad", "sgd"}},
       {"optim.sparse", {"adagrad", "sgd"}},
@@ -435,6 +447,8 @@ RunOptions parse_run_options(const std::vector<std::string>& raw_args) {
     throw Error(std::string("bad option: ") + e.what(), "'strata train --help' lists every key and its type");
   }
   validate(options);
+  // The deck records the layout it ran with: layout.dp = 0 becomes trainers / (sp x ep).
+  options.layout.dp = resolve_parallel_layout(options.layout).dp;
   return options;
 }
 
@@ -466,6 +480,23 @@ void validate(const RunOptions& options) {
   require_positive("layout.producers", options.layout.producers);
   require_positive("layout.trainers", options.layout.trainers);
   require_positive("layout.servers", options.layout.servers);
+  const ParallelLayout parallel = resolve_parallel_layout(options.layout);
+  if (parallel.sp > 1) {
+    throw Error("layout.sp = " + std::to_string(parallel.sp) + ": sequence parallel is not yet supported",
+                "set layout.sp = 1 (data and expert parallel: layout.dp, layout.ep)");
+  }
+  if (parallel.ep > 1 && options.model.kind != "moe") {
+    throw Error("layout.ep = " + std::to_string(parallel.ep) + " shards experts, but model.kind = " +
+                    options.model.kind + " has none",
+                "set model.kind = moe, or layout.ep = 1");
+  }
+  if (options.model.kind == "moe") model::check_moe_options(options.model);
+  if (options.model.kind == "moe" && options.model.num_experts % parallel.ep != 0) {
+    throw Error("layout.ep = " + std::to_string(parallel.ep) + " does not divide model.num_experts = " +
+                    std::to_string(options.model.num_experts),
+                "choose model.num_experts as a multiple of layout.ep: every expert-parallel trainer holds as many "
+                "experts");
+  }
   require_positive("train.batch_size", options.train.batch_size);
   require_positive("train.eval_batch_size", options.train.eval_batch_size);
   require_positive("store.prefetch_depth", options.store.prefetch_depth);

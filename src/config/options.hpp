@@ -17,6 +17,10 @@ struct LayoutOptions {
   int producers = 1;  // CPU ranks that read, parse, hash, de-duplicate and prefetch
   int trainers = 1;   // ranks that run the dense network (one per GPU, or per core on CPU)
   int servers = 1;    // parameter-server ranks holding the sparse tables (L3)
+  // How the trainers divide the work (config/parallel_layout.hpp): dp x sp x ep = trainers.
+  int dp = 0;         // data-parallel replicas (0 = trainers / (sp x ep))
+  int sp = 1;         // sequence-parallel degree (sp > 1 is not yet supported)
+  int ep = 1;         // expert-parallel degree: the experts of model.kind = moe sharded over ep trainers
 };
 
 struct DataOptions {
@@ -75,6 +79,10 @@ struct ModelOptions {
   int hstu_heads = 1;                     // hstu: attention heads (must divide embedding_dim)
   int hstu_max_len = 200;                 // hstu: longest history, rows of the positional embedding (>= data.max_seq_len)
   int hstu_buckets = 64;                  // hstu: relative-position bias buckets per layer (distances >= buckets - 1 share the last)
+  int num_experts = 4;                    // moe: expert towers (each a top MLP); layout.ep must divide it
+  int top_k = 1;                          // moe: experts per sample, 1 (Switch) or 2 (GShard, weights renormalised)
+  double capacity_factor = 0;             // moe: tokens per expert <= ceil(factor x batch x top_k / experts) per trainer batch (0 = dropless)
+  double aux_loss_weight = 0.01;          // moe: weight of the load-balancing loss, experts x sum_e f_e P_e (0 = off)
 };
 
 struct OptimizerOptions {

@@ -79,6 +79,44 @@ DlrmShape dlrm_shape(const ModelOptions& options, int num_dense, int num_tables)
   return shape;
 }
 
+void check_dlrm_batch(const DlrmShape& shape, const data::Batch& batch, const std::vector<const float*>& rows,
+                      const std::vector<float*>* row_grads, const char* who) {
+  const int B = batch.size;
+  const int T = shape.num_tables;
+  const auto fail = [who](const std::string& what) {
+    return Error(std::string(who) + ": malformed batch: " + what,
+                 "the batch must match the model (data.num_dense, data.num_tables) and be "
+                 "de-duplicated");
+  };
+  if (B < 0) throw fail("negative size");
+  if (batch.num_dense != shape.num_dense)
+    throw fail(std::to_string(batch.num_dense) + " dense features, model has " +
+               std::to_string(shape.num_dense));
+  if (batch.dense.size() != size_t(B) * shape.num_dense) throw fail("dense has the wrong size");
+  if (batch.labels.size() != size_t(B)) throw fail("labels has the wrong size");
+  if (batch.tables.size() != size_t(T))
+    throw fail(std::to_string(batch.tables.size()) + " tables, model has " + std::to_string(T));
+  if (rows.size() != size_t(T)) throw fail("rows must hold one pointer per table");
+  if (row_grads != nullptr && row_grads->size() != size_t(T))
+    throw fail("row_grads must hold one pointer per table");
+  for (int t = 0; t < T; ++t) {
+    const data::SparseBags& bags = batch.tables[t];
+    if (bags.offsets.size() != size_t(B) + 1 || bags.offsets[0] != 0)
+      throw fail("table " + std::to_string(t) + ": offsets must have B + 1 entries starting at 0");
+    for (int b = 0; b < B; ++b)
+      if (bags.offsets[b + 1] < bags.offsets[b])
+        throw fail("table " + std::to_string(t) + ": offsets decrease");
+    if (bags.index.size() != size_t(bags.offsets[B]))
+      throw fail("table " + std::to_string(t) + ": index must have offsets[B] entries");
+    const int32_t U = int32_t(bags.unique_keys.size());
+    for (int32_t i : bags.index)
+      if (i < 0 || i >= U) throw fail("table " + std::to_string(t) + ": index out of range");
+    if (U > 0 && rows[t] == nullptr) throw fail("table " + std::to_string(t) + ": rows is null");
+    if (U > 0 && row_grads != nullptr && (*row_grads)[t] == nullptr)
+      throw fail("table " + std::to_string(t) + ": row_grads is null");
+  }
+}
+
 struct Dlrm::Impl {
   DlrmShape shape;
   DenseParameters params;
@@ -131,44 +169,6 @@ struct Dlrm::Impl {
     return buffer.data() + size_t(t) * capacity * shape.dim;
   }
 
-  void check(const data::Batch& batch, const std::vector<const float*>& rows,
-             const std::vector<float*>* row_grads) const {
-    const int B = batch.size;
-    const int T = shape.num_tables;
-    const auto fail = [](const std::string& what) {
-      return Error("Dlrm: malformed batch: " + what,
-                   "the batch must match the model (data.num_dense, data.num_tables) and be "
-                   "de-duplicated");
-    };
-    if (B < 0) throw fail("negative size");
-    if (batch.num_dense != shape.num_dense)
-      throw fail(std::to_string(batch.num_dense) + " dense features, model has " +
-                 std::to_string(shape.num_dense));
-    if (batch.dense.size() != size_t(B) * shape.num_dense) throw fail("dense has the wrong size");
-    if (batch.labels.size() != size_t(B)) throw fail("labels has the wrong size");
-    if (batch.tables.size() != size_t(T))
-      throw fail(std::to_string(batch.tables.size()) + " tables, model has " + std::to_string(T));
-    if (rows.size() != size_t(T)) throw fail("rows must hold one pointer per table");
-    if (row_grads != nullptr && row_grads->size() != size_t(T))
-      throw fail("row_grads must hold one pointer per table");
-    for (int t = 0; t < T; ++t) {
-      const data::SparseBags& bags = batch.tables[t];
-      if (bags.offsets.size() != size_t(B) + 1 || bags.offsets[0] != 0)
-        throw fail("table " + std::to_string(t) + ": offsets must have B + 1 entries starting at 0");
-      for (int b = 0; b < B; ++b)
-        if (bags.offsets[b + 1] < bags.offsets[b])
-          throw fail("table " + std::to_string(t) + ": offsets decrease");
-      if (bags.index.size() != size_t(bags.offsets[B]))
-        throw fail("table " + std::to_string(t) + ": index must have offsets[B] entries");
-      const int32_t U = int32_t(bags.unique_keys.size());
-      for (int32_t i : bags.index)
-        if (i < 0 || i >= U) throw fail("table " + std::to_string(t) + ": index out of range");
-      if (U > 0 && rows[t] == nullptr) throw fail("table " + std::to_string(t) + ": rows is null");
-      if (U > 0 && row_grads != nullptr && (*row_grads)[t] == nullptr)
-        throw fail("table " + std::to_string(t) + ": row_grads is null");
-    }
-  }
-
   // Runs the network up to the logits; returns them (B).
   const float* forward(const data::Batch& batch, const std::vector<const float*>& rows) {
     const int B = batch.size;
@@ -202,7 +202,7 @@ const DlrmShape& Dlrm::shape() const { return impl_->shape; }
 double Dlrm::forward_backward(const data::Batch& batch, const std::vector<const float*>& rows,
                               const std::vector<float*>& row_grads, float loss_scale) {
   Impl& m = *impl_;
-  m.check(batch, rows, &row_grads);
+  check_dlrm_batch(m.shape, batch, rows, &row_grads, "Dlrm");
   const int B = batch.size;
   const float* logits = m.forward(batch, rows);
   const double loss = m.loss.forward_backward(B, logits, batch.labels.data(), loss_scale, m.dlogits.data());
@@ -219,7 +219,7 @@ double Dlrm::forward_backward(const data::Batch& batch, const std::vector<const 
 
 void Dlrm::predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) {
   Impl& m = *impl_;
-  m.check(batch, rows, nullptr);
+  check_dlrm_batch(m.shape, batch, rows, nullptr, "Dlrm");
   const float* logits = m.forward(batch, rows);
   backend::host::sigmoid(batch.size, logits, probs);
 }

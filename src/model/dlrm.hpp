@@ -37,6 +37,11 @@ struct DlrmShape {
 // model.pooling.
 DlrmShape dlrm_shape(const ModelOptions& options, int num_dense, int num_tables);
 
+// strata::Error "<who>: malformed batch: ..." when the batch, its rows or (when not
+// null) its row gradients do not fit the shape (dense width, tables, offsets, index).
+void check_dlrm_batch(const DlrmShape& shape, const data::Batch& batch, const std::vector<const float*>& rows,
+                      const std::vector<float*>* row_grads, const char* who);
+
 class Dlrm final : public Model {
  public:
   // Weights are initialised as a pure function of (seed, index in the flat buffer):

@@ -5,6 +5,7 @@
 #include "model/din.hpp"
 #include "model/dlrm.hpp"
 #include "model/hstu.hpp"
+#include "model/moe.hpp"
 #include "model/sasrec.hpp"
 
 namespace strata::model {
@@ -14,8 +15,16 @@ void Model::score_candidates(const data::Batch&, const std::vector<const float*>
               "use a next-item model (model.kind = sasrec or hstu) for ranked evaluation");
 }
 
+void Model::set_expert_group(ExpertGroup* group) {
+  if (group != nullptr && group->size() > 1) {
+    throw Error("layout.ep = " + std::to_string(group->size()) + " shards experts, but model.kind " + kind() +
+                    " has none",
+                "set model.kind = moe, or layout.ep = 1");
+  }
+}
+
 const std::vector<std::string>& model_kinds() {
-  static const std::vector<std::string> kinds = {"dlrm", "din", "sasrec", "hstu"};
+  static const std::vector<std::string> kinds = {"dlrm", "din", "sasrec", "hstu", "moe"};
   return kinds;
 }
 
@@ -24,6 +33,7 @@ std::unique_ptr<Model> make_model(const ModelOptions& options, int num_dense, in
   if (options.kind == "din") return std::make_unique<Din>(options, num_dense, num_tables, seed);
   if (options.kind == "sasrec") return std::make_unique<Sasrec>(options, num_dense, num_tables, seed);
   if (options.kind == "hstu") return std::make_unique<Hstu>(options, num_dense, num_tables, seed);
+  if (options.kind == "moe") return std::make_unique<Moe>(options, num_dense, num_tables, seed);
   std::string known;
   for (const auto& kind : model_kinds()) known += (known.empty() ? "" : " | ") + kind;
   throw Error("unknown model.kind '" + options.kind + "'", "set model.kind to one of " + known);

@@ -13,8 +13,18 @@
 #include "config/options.hpp"
 #include "data/batch.hpp"
 #include "model/dense_parameters.hpp"
+#include "model/expert_group.hpp"
 
 namespace strata::model {
+
+// What a mixture-of-experts model routed in its training steps since the last
+// take_routing_stats (empty for models without experts).
+struct RoutingStats {
+  std::vector<double> routed;    // (E) samples each expert's gate chose (every choice of top-k)
+  std::vector<double> accepted;  // (E) of those, within the expert's capacity
+  double balance_loss = 0;       // sum over the steps of the load-balancing loss (unweighted)
+  double steps = 0;              // steps counted
+};
 
 class Model {
  public:
@@ -47,6 +57,21 @@ class Model {
   // default throws strata::Error "model.kind X does not rank items".
   virtual void score_candidates(const data::Batch& batch, const std::vector<const float*>& rows,
                                 std::vector<float>& scores);
+
+  // Expert parallel: the trainers this one shares its experts with, or null (it runs
+  // every expert itself). The group must outlive the model's use of it; while it has
+  // more than one member every member calls forward_backward and predict together
+  // (with empty batches when it has none). The default throws strata::Error naming
+  // layout.ep for a group of more than one member: the model has no experts.
+  virtual void set_expert_group(ExpertGroup* group);
+
+  // True when the trainers must sum the dense gradients in trainer order
+  // (comm::ordered_allreduce_sum) rather than in MPI's order: the expert gradients
+  // are folded in that order whatever the expert-parallel layout.
+  virtual bool sums_gradients_in_trainer_order() const { return false; }
+
+  // The routing counters since the last call, then reset.
+  virtual RoutingStats take_routing_stats() { return {}; }
 };
 
 // The model.kind values make_model accepts.

@@ -12,6 +12,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "config/deck.hpp"
+#include "config/parallel_layout.hpp"
 #include "data/sequence_samples.hpp"
 #include "data/synthetic.hpp"
 #include "io/metrics_writer.hpp"
@@ -43,11 +44,12 @@ enum ProducerField { kBatches, kSamples, kBytesSent, kBuildS, kBlockedS, kLines,
 static_assert(kProducerFields <= 32, "RankReport::values is too small");
 enum ServerField { kRounds, kRows, kMemoryBytes };
 enum TrainerField { kStallS, kPullWaitS, kRowsPulled, kBytesPulled, kRowsPushed, kBytesPushed, kBytesRequested,
-                    kBytesBatches, kBytesAllreduce, kKeysTotal, kKeysUnique, kKeysBatches };
+                    kBytesBatches, kBytesAllreduce, kKeysTotal, kKeysUnique, kKeysBatches, kBytesExperts };
 
 nlohmann::json build_summary(const RunOptions& options, const TrainerReport& root,
                              const std::vector<RankReport>& reports, double teacher_auc) {
   double bytes_pulled = 0, bytes_pushed = 0, bytes_requested = 0, bytes_batches = 0, bytes_allreduce = 0;
+  double bytes_experts = 0;
   double rows_pulled = 0, rows_pushed = 0, stall = 0, pull_wait = 0;
   double keys_total = 0, keys_unique = 0, keys_batches = 0;
   double lines = 0, malformed = 0, server_rows = 0, server_memory = 0, producer_blocked = 0, producer_build = 0;
@@ -66,7 +68,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
         stall += v[kStallS], pull_wait += v[kPullWaitS], rows_pulled += v[kRowsPulled];
         bytes_pulled += v[kBytesPulled], rows_pushed += v[kRowsPushed], bytes_pushed += v[kBytesPushed];
         bytes_requested += v[kBytesRequested], bytes_batches += v[kBytesBatches];
-        bytes_allreduce += v[kBytesAllreduce];
+        bytes_allreduce += v[kBytesAllreduce], bytes_experts += v[kBytesExperts];
         keys_total += v[kKeysTotal], keys_unique += v[kKeysUnique], keys_batches += v[kKeysBatches];
         break;
       case Role::kProducer:
@@ -86,10 +88,12 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
     }
   }
   const double samples = std::max<double>(double(root.samples), 1.0);
+  const ParallelLayout parallel = resolve_parallel_layout(options.layout);
   nlohmann::json summary = {
       {"mode", options.store.mode},
       {"layout", {{"trainers", options.layout.trainers}, {"producers", options.layout.producers},
-                  {"servers", options.layout.servers}}},
+                  {"servers", options.layout.servers}, {"dp", parallel.dp}, {"sp", parallel.sp},
+                  {"ep", parallel.ep}}},
       {"steps", root.steps},
       {"samples", root.samples},
       {"train_seconds", root.train_seconds},
@@ -105,7 +109,8 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
        {{"server_to_trainer", bytes_pulled},
         {"trainer_to_server", bytes_pushed + bytes_requested},
         {"producer_to_trainer", bytes_batches},
-        {"trainer_allreduce", bytes_allreduce}}},
+        {"trainer_allreduce", bytes_allreduce},
+        {"trainer_experts", bytes_experts}}},
       {"bytes_per_sample", {{"server_to_trainer", bytes_pulled / samples},
                             {"trainer_to_server", (bytes_pushed + bytes_requested) / samples}}},
       {"time_s", {{"trainer_stall", stall}, {"trainer_pull_wait", pull_wait},
@@ -114,6 +119,12 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
       {"servers", {{"rows", server_rows}, {"memory_bytes", server_memory}}},
   };
   if (teacher_auc >= 0) summary["teacher_auc"] = teacher_auc;
+  if (!root.routing.routed.empty()) {
+    summary["experts"] = routing_json(root.routing);
+    summary["experts"]["num_experts"] = options.model.num_experts;
+    summary["experts"]["top_k"] = options.model.top_k;
+    summary["experts"]["capacity_factor"] = options.model.capacity_factor;
+  }
   if (root.eval_hit_rate >= 0) {
     summary["eval_hr_at_10"] = root.eval_hit_rate;
     summary["eval_ndcg_at_10"] = root.eval_ndcg;
@@ -242,7 +253,7 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
       v[kBytesPushed] = double(r.bytes_pushed), v[kBytesRequested] = double(r.bytes_requested);
       v[kBytesBatches] = double(r.bytes_batches), v[kBytesAllreduce] = double(r.bytes_allreduce);
       v[kKeysTotal] = double(r.keys_total), v[kKeysUnique] = double(r.keys_unique);
-      v[kKeysBatches] = double(r.keys_batches);
+      v[kKeysBatches] = double(r.keys_batches), v[kBytesExperts] = double(r.bytes_experts);
       break;
     }
     case Role::kProducer: {

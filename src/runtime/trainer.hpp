@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/mpi_expert_group.hpp"
+#include "comm/parallel_groups.hpp"
 #include "common/cpu_time.hpp"
 #include "data/batch.hpp"
 #include "data/synthetic.hpp"
@@ -72,9 +74,11 @@ class Trainer {
   int64_t non_finite_step_ = -1;  // first step whose loss was NaN or infinite on this trainer
   int trainers_;
   MPI_Comm comm_;
+  comm::ParallelGroups groups_;  // the dp / sp / ep sub-communicators of the trainers
   int producer_rank_;
   DataShape shape_;
   std::unique_ptr<model::Model> model_;
+  std::unique_ptr<comm::MpiExpertGroup> expert_group_;  // layout.ep > 1: the trainers sharing model_'s experts
   std::unique_ptr<model::DenseOptimizer> optimizer_;
   std::unique_ptr<store::ParameterStore> store_;
   std::unique_ptr<io::MetricsWriter> writer_;

@@ -15,7 +15,8 @@ namespace strata::runtime {
 
 // Runs every held-out batch through the store, each trainer its own; on_batch gets
 // a trainer's batches with row_ptrs_ pointing at their rows. Trainers whose stream
-// ended keep taking part in the server rounds with an empty batch.
+// ended keep taking part in the server rounds with an empty batch (and, expert
+// parallel, in the model's all-to-alls: on_batch sees the empty batch).
 void Trainer::for_each_eval_batch(const std::function<void(const data::Batch&)>& on_batch) {
   phase_ended_ = false;
   data::Batch batch;
@@ -28,7 +29,7 @@ void Trainer::for_each_eval_batch(const std::function<void(const data::Batch&)>&
     const bool mine = !phase_ended_;
     const data::Batch& b = mine ? batch : empty;
     store_->pull(b, rows_, /*for_training=*/false);  // every trainer takes part in each server round
-    if (!mine) continue;
+    if (!mine && expert_group_ == nullptr) continue;  // expert parallel: every trainer takes part in the all-to-alls
     for (int t = 0; t < shape_.num_tables; ++t) row_ptrs_[t] = rows_[t].data();
     on_batch(b);
   }

@@ -1,9 +1,12 @@
 // The trainer's metrics windows: every metrics_every steps the trainers
 // combine their counters and trainer 0 prints progress and appends a line to
-// metrics.jsonl (loss, throughput, bytes per link, cache levels, controller notes).
+// metrics.jsonl (loss, throughput, bytes per link, cache levels, expert routing,
+// controller notes).
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
 
 #include "comm/collectives.hpp"
 #include "runtime/trainer.hpp"
@@ -20,6 +23,20 @@ std::string format_duration(double s) {
 }
 
 }  // namespace
+
+nlohmann::json routing_json(const model::RoutingStats& stats) {
+  double routed = 0, accepted = 0, most = 0;
+  for (size_t e = 0; e < stats.routed.size(); ++e) {
+    routed += stats.routed[e], accepted += stats.accepted[e];
+    most = std::max(most, stats.routed[e]);
+  }
+  const double mean = stats.routed.empty() ? 0.0 : routed / double(stats.routed.size());
+  return {{"routed", stats.routed},
+          {"accepted", stats.accepted},
+          {"drop_fraction", routed > 0 ? 1.0 - accepted / routed : 0.0},
+          {"max_mean_load", mean > 0 ? most / mean : 0.0},
+          {"balance_loss", stats.steps > 0 ? stats.balance_loss / stats.steps : 0.0}};
+}
 
 void Trainer::flush_window(int64_t planned, bool last) {
   const auto& traffic = store_->traffic();
@@ -39,6 +56,29 @@ void Trainer::flush_window(int64_t planned, bool last) {
   if (!levels.empty()) {
     comm::reduce(level_local.data(), level_total.data(), static_cast<int>(levels.size()), MPI_DOUBLE, MPI_SUM, 0,
                  comm_);
+  }
+  // Expert routing: every trainer counts its own batches, so the sums do not depend on the layout.
+  model::RoutingStats routing = model_->take_routing_stats();
+  if (!routing.routed.empty()) {
+    std::vector<double> packed(routing.routed);
+    packed.insert(packed.end(), routing.accepted.begin(), routing.accepted.end());
+    packed.push_back(routing.balance_loss);
+    packed.push_back(routing.steps);
+    std::vector<double> summed(packed.size());
+    comm::reduce(packed.data(), summed.data(), static_cast<int>(packed.size()), MPI_DOUBLE, MPI_SUM, 0, comm_);
+    const size_t experts = routing.routed.size();
+    routing.routed.assign(summed.begin(), summed.begin() + experts);
+    routing.accepted.assign(summed.begin() + experts, summed.begin() + 2 * experts);
+    routing.balance_loss = summed[2 * experts];
+    routing.steps = summed[2 * experts + 1];
+    if (is_root()) {
+      model::RoutingStats& run = report_.routing;
+      run.routed.resize(experts, 0.0);
+      run.accepted.resize(experts, 0.0);
+      for (size_t e = 0; e < experts; ++e) run.routed[e] += routing.routed[e], run.accepted[e] += routing.accepted[e];
+      run.balance_loss += routing.balance_loss;
+      run.steps += routing.steps;
+    }
   }
   for (auto& note : gather_notes()) pending_notes_.push_back(std::move(note));
   const auto now = Clock::now();
@@ -64,6 +104,7 @@ void Trainer::flush_window(int64_t planned, bool last) {
         {"stall_s", total[6]},
         {"pull_wait_s", total[7]},
     };
+    if (!routing.routed.empty()) line["experts"] = routing_json(routing);
     if (!levels.empty()) {
       nlohmann::json level_json;
       for (size_t i = 0; i < levels.size(); ++i) level_json[levels[i].first] = level_total[i];

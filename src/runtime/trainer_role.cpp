@@ -40,6 +40,7 @@ Trainer::Trainer(const RunOptions& options, const RankContext& context, const Re
       resume_(resume),
       trainers_(context.layout.trainers()),
       comm_(context.role_comm),
+      groups_(context.role_comm, resolve_parallel_layout(options.layout)),
       producer_rank_(context.layout.world_rank(Role::kProducer, context.layout.producer_of_trainer(context.index))),
       shape_(data_shape(options.data)),
       model_(model::make_model(options.model, shape_.num_dense, shape_.num_tables, options.train.seed)),
@@ -61,6 +62,10 @@ Trainer::Trainer(const RunOptions& options, const RankContext& context, const Re
   } else {
     store_ = std::make_unique<store::RemotePsStore>(MPI_COMM_WORLD, servers, context.index, dim, shape_.num_tables);
   }
+  if (groups_.layout().ep > 1) {
+    expert_group_ = std::make_unique<comm::MpiExpertGroup>(groups_);
+    model_->set_expert_group(expert_group_.get());
+  }
   if (is_root()) writer_ = std::make_unique<io::MetricsWriter>(options.output.dir);
   rows_.resize(shape_.num_tables);
   row_grads_.resize(shape_.num_tables);
@@ -72,7 +77,8 @@ Trainer::Trainer(const RunOptions& options, const RankContext& context, const Re
 TrainerReport Trainer::run() {
   const int64_t planned = planned_steps(options_, trainers_);
   if (is_root()) {
-    spdlog::info("training: {} trainers x batch {} = global batch {}, store {}, {} steps", trainers_,
+    spdlog::info("training: {} trainers (dp {} x sp {} x ep {}) x batch {} = global batch {}, store {}, {} steps",
+                 trainers_, groups_.layout().dp, groups_.layout().sp, groups_.layout().ep,
                  options_.train.batch_size, global_batch(), store_->mode(),
                  planned > 0 ? std::to_string(planned) : std::string("(by epochs)"));
   }
@@ -115,6 +121,7 @@ TrainerReport Trainer::run() {
   }
   if (window_steps_ > 0 && !preempted_) flush_window(planned, /*last=*/true);  // the last partial window
   report_.train_logloss = last_window_loss_;
+  if (expert_group_ != nullptr) report_.bytes_experts = expert_group_->bytes_exchanged() + expert_group_->bytes_chained();
   report_.preempted = preempted_;
   if (preempted_) {  // the checkpoint holds everything; leave quickly
     stop_stall_watchdog();
@@ -239,7 +246,11 @@ void Trainer::train_step(const data::Batch& batch) {
   auto& params = model_->parameters();
   if (trainers_ > 1) {
     comm::WaitingFor waiting([] { return std::string("the all-reduce of the dense gradients"); });
-    comm::allreduce(params.grads().data(), static_cast<int>(params.size()), MPI_FLOAT, MPI_SUM, comm_);
+    if (model_->sums_gradients_in_trainer_order()) {
+      comm::ordered_allreduce_sum(params.grads().data(), static_cast<int>(params.size()), comm_);
+    } else {
+      comm::allreduce(params.grads().data(), static_cast<int>(params.size()), MPI_FLOAT, MPI_SUM, comm_);
+    }
     report_.bytes_allreduce += params.size() * sizeof(float);
   }
   optimizer_->step(params.values().data(), params.grads().data(), params.size());

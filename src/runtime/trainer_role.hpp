@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "common/cpu_time.hpp"
 #include "config/options.hpp"
+#include "model/model.hpp"
 #include "runtime/checkpointing.hpp"
 #include "runtime/role_layout.hpp"
 
@@ -41,7 +44,12 @@ struct TrainerReport {
   int64_t checkpoints = 0;      // written by this run
   double checkpoint_pause_s = 0;  // training time spent writing them
   CpuTimes train_cpu;           // this rank's CPU time over the training loop
+  model::RoutingStats routing;  // trainer 0: every trainer's expert routing over the run (moe)
+  uint64_t bytes_experts = 0;   // this trainer's expert all-to-all and replica-chain payload
 };
+
+// The expert routing counters as JSON: per-expert counts, drop fraction, max/mean load.
+nlohmann::json routing_json(const model::RoutingStats& stats);
 
 TrainerReport run_trainer(const RunOptions& options, const RankContext& context, const ResumePoint& resume);
 

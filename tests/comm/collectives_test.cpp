@@ -1,6 +1,7 @@
 // The polite collectives against what the data says they must deliver, on 1, 2
 // and 3 ranks: all-to-all with known and with exchanged sizes (including empty
-// parts), in-place all-reduce, reduce and gather of ragged byte strings.
+// parts), in-place all-reduce, reduce and gather of ragged byte strings, and the
+// all-reduce that adds in rank order.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -84,6 +85,35 @@ TEST(Collectives, AllReduceReduceAndGather) {
     EXPECT_EQ(std::string(all.begin(), all.end()), expected);
   } else {
     EXPECT_TRUE(all.empty());
+  }
+}
+
+// The ordered all-reduce adds the ranks' values in rank order, bit for bit, for
+// counts that the rank count does not divide and counts below it (empty blocks).
+TEST(Collectives, OrderedAllReduceAddsInRankOrder) {
+  const int me = rank_of(MPI_COMM_WORLD), ranks = size_of(MPI_COMM_WORLD);
+  for (int count : {1, 2, 7, 1000}) {
+    std::vector<float> mine(count);
+    for (int i = 0; i < count; ++i) {
+      // Magnitudes that differ by orders, so that another order rounds differently.
+      const float magnitude = (i + me) % 3 == 0 ? 1e7f : (i + me) % 3 == 1 ? 1.0f : 1e-3f;
+      mine[i] = magnitude * (0.1f + 0.37f * float((i * 31 + me * 17) % 97) / 97.0f) * ((i + me) % 2 ? -1.0f : 1.0f);
+    }
+    std::vector<float> all(size_t(count) * ranks);
+    MPI_Allgather(mine.data(), count, MPI_FLOAT, all.data(), count, MPI_FLOAT, MPI_COMM_WORLD);
+    std::vector<float> expected(all.begin(), all.begin() + count), reversed(all.end() - count, all.end());
+    for (int r = 1; r < ranks; ++r) {
+      for (int i = 0; i < count; ++i) expected[i] += all[size_t(r) * count + i];
+    }
+    for (int r = ranks - 2; r >= 0; --r) {
+      for (int i = 0; i < count; ++i) reversed[i] += all[size_t(r) * count + i];
+    }
+    std::vector<float> data = mine;
+    ordered_allreduce_sum(data.data(), count, MPI_COMM_WORLD);
+    for (int i = 0; i < count; ++i) {
+      ASSERT_EQ(data[i], expected[i]) << "count " << count << " element " << i;
+    }
+    if (ranks >= 3 && count == 1000) EXPECT_NE(expected, reversed) << "the test data do not depend on the order";
   }
 }
 

@@ -121,6 +121,27 @@ TEST(Deck, HelpListsEveryKeyWithDefault) {
   EXPECT_NE(help.find("(=256)"), std::string::npos) << help;
 }
 
+// layout.dp x layout.sp x layout.ep = layout.trainers; dp = 0 takes the rest, and the
+// deck then records the value it took.
+TEST(Deck, ParallelLayout) {
+  RunOptions o = parse_run_options({"--layout.trainers=4"});
+  EXPECT_EQ(o.layout.dp, 4);
+  EXPECT_EQ(o.layout.sp, 1);
+  EXPECT_EQ(o.layout.ep, 1);
+  EXPECT_NE(to_ini(o).find("[layout]\nproducers = 1\ntrainers = 4\nservers = 1\ndp = 4\nsp = 1\nep = 1\n"),
+            std::string::npos)
+      << to_ini(o);
+  const std::string mismatch = error_of({"--layout.trainers=4", "--layout.dp=3"});
+  for (const char* part : {"layout.dp = 3", "layout.sp = 1", "layout.ep = 1", "layout.trainers = 4"}) {
+    EXPECT_NE(mismatch.find(part), std::string::npos) << mismatch;
+  }
+  const std::string indivisible = error_of({"--layout.trainers=3", "--layout.ep=2"});
+  EXPECT_NE(indivisible.find("does not divide"), std::string::npos) << indivisible;
+  EXPECT_NE(error_of({"--layout.trainers=2", "--layout.ep=0"}).find("layout.ep"), std::string::npos);
+  const std::string sp = error_of({"--layout.trainers=2", "--layout.sp=2"});
+  EXPECT_NE(sp.find("layout.sp = 2: sequence parallel is not yet supported"), std::string::npos) << sp;
+}
+
 TEST(Deck, ParseIntList) {
   EXPECT_EQ(parse_int_list("64, 32 ,1", "k"), (std::vector<int>{64, 32, 1}));
   EXPECT_THROW(parse_int_list("", "k"), Error);

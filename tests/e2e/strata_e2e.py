@@ -668,6 +668,59 @@ def case_hstu_tiered_equals_ps(r):
                    *hstu, contains=["model.hstu_max_len", "data.max_seq_len"])
 
 
+def case_moe_expert_parallel(r):
+    """model.kind = moe: dropless expert parallel ends bit-identical to ep = 1 on the
+    same global batch (ep = 2 on 2 trainers; ep = 4 and dp 2 x ep 2 on 4 trainers), so
+    does a run with capacity (a trainer's batch routes the same in every layout);
+    tiered == ps; the routing counters reach summary.json and metrics.jsonl; bad
+    layouts are refused naming their keys."""
+    moe = ["--model.kind=moe", "--model.num_experts=4", "--model.top_k=2", "--train.steps=30",
+           "--data.synthetic_eval_samples=2048"]
+    two = ["--layout.trainers=2", "--train.batch_size=64"]
+    ep1 = r.run("moe_ep1", 4, *moe, *two, "--layout.ep=1", "--store.mode=ps")
+    assert ep1["layout"]["dp"] == 2 and ep1["layout"]["ep"] == 1, ep1["layout"]
+    ep2 = r.run("moe_ep2", 4, *moe, *two, "--layout.ep=2", "--store.mode=ps")
+    assert ep2["layout"]["dp"] == 1 and ep2["layout"]["ep"] == 2, ep2["layout"]
+    assert ep2["params_digest"] == ep1["params_digest"], "moe: ep=2 differs from ep=1"
+    assert ep2["eval_auc"] == ep1["eval_auc"], (ep2["eval_auc"], ep1["eval_auc"])
+    assert ep2["bytes"]["trainer_experts"] > 0 and ep1["bytes"]["trainer_experts"] == 0
+    tiered = r.run("moe_ep2_tiered", 4, *moe, *two, "--layout.ep=2", "--store.mode=tiered")
+    assert tiered["params_digest"] == ep1["params_digest"], "moe: tiered differs from ps"
+    experts = ep2["experts"]
+    assert len(experts["routed"]) == 4 and experts["drop_fraction"] == 0.0, experts
+    assert sum(experts["routed"]) == 30 * 2 * 64 * 2, experts  # steps x trainers x batch x top_k
+    assert experts["max_mean_load"] >= 1.0 and experts["balance_loss"] > 0, experts
+    lines = [json.loads(l) for l in open(os.path.join(r.workdir, "moe_ep2", "metrics.jsonl"))]
+    assert all("experts" in line for line in lines), lines[0]
+    assert 0.5 < ep1["eval_auc"] < ep1["teacher_auc"], (ep1["eval_auc"], ep1["teacher_auc"])
+
+    # Capacity: drops, and still the same numbers in both layouts.
+    capped = ["--model.capacity_factor=0.5"]
+    c1 = r.run("moe_cap_ep1", 4, *moe, *two, *capped, "--layout.ep=1")
+    c2 = r.run("moe_cap_ep2", 4, *moe, *two, *capped, "--layout.ep=2")
+    assert c1["experts"]["drop_fraction"] > 0, c1["experts"]
+    assert c2["params_digest"] == c1["params_digest"], "moe with capacity: ep=2 differs from ep=1"
+
+    # Four trainers: ep = 4 and dp 2 x ep 2 against dp = 4.
+    four = ["--layout.trainers=4", "--train.batch_size=32"]
+    d4 = r.run("moe_dp4", 6, *moe, *four, "--store.mode=ps")
+    for dp, ep in ((1, 4), (2, 2)):
+        s = r.run(f"moe_dp{dp}_ep{ep}", 6, *moe, *four, f"--layout.dp={dp}", f"--layout.ep={ep}", "--store.mode=ps")
+        assert s["params_digest"] == d4["params_digest"], f"moe: dp {dp} x ep {ep} differs from dp 4"
+
+    r.expect_error("ep_without_experts", 4, "--layout.trainers=2", "--layout.ep=2",
+                   contains=["layout.ep = 2", "model.kind = moe"])
+    three = [o for o in moe if not o.startswith("--model.num_experts=")] + ["--model.num_experts=3"]
+    r.expect_error("ep_does_not_divide", 4, *three, "--layout.trainers=2", "--layout.ep=2",
+                   contains=["layout.ep = 2", "model.num_experts = 3"])
+    r.expect_error("layout_product", 4, *moe, "--layout.trainers=2", "--layout.dp=2", "--layout.ep=2",
+                   contains=["layout.dp = 2", "layout.sp = 1", "layout.ep = 2", "layout.trainers = 2"])
+    r.expect_error("sp_not_yet", 4, "--layout.trainers=2", "--layout.sp=2",
+                   contains=["layout.sp = 2", "not yet supported"])
+    print("moe digest", ep1["params_digest"][:16], "eval AUC", ep1["eval_auc"], "capacity 0.5 drops",
+          c1["experts"]["drop_fraction"])
+
+
 def run_case_from_command_line(cases):
     """The ctest entry of a case file: `FILE CASE --strata BIN --mpiexec MPIEXEC --workdir DIR`;
     `cases` maps each case name to its function (the module's case_* functions)."""

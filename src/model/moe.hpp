@@ -1,0 +1,77 @@
+// Moe: DLRM's bottom MLP, pooled bags and dot interaction, then a top-k gated
+// mixture of expert towers instead of the one top MLP. Each expert is a top MLP
+// (model.top_mlp widths, then width 1) on the interaction output; a sample's logit
+// is the sum of its chosen experts' outputs times their gate weights
+// (model/expert_router.hpp: top_k, capacity_factor, the load-balancing loss).
+//
+// Expert parallel (set_expert_group): member g of a group of G runs only experts
+// [g E / G, (g + 1) E / G), on the samples every member routes to them, moved by
+// all-to-all. Each expert runs every member's samples as a separate block, in
+// member order, the same block that member would run alone, and folds the blocks'
+// weight gradients in member order (then on through the replicas in other groups):
+// so a dropless run ends bit-identical to layout.ep = 1 on the same global batch
+// once the trainers sum the gradients in trainer order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/options.hpp"
+#include "data/batch.hpp"
+#include "model/dense_parameters.hpp"
+#include "model/dlrm.hpp"
+#include "model/model.hpp"
+
+namespace strata::model {
+
+struct MoeShape {
+  DlrmShape dlrm;               // bottom, pooling, interaction; dlrm.top is one expert's widths (last 1)
+  int num_experts = 1;
+  int top_k = 1;
+  double capacity_factor = 0;   // 0 = dropless
+  float aux_loss_weight = 0;
+};
+
+// The expert keys alone (the deck checks them before any rank starts): strata::Error
+// naming model.num_experts, model.top_k, model.capacity_factor or model.aux_loss_weight.
+void check_moe_options(const ModelOptions& options);
+
+// dlrm_shape plus check_moe_options.
+MoeShape moe_shape(const ModelOptions& options, int num_dense, int num_tables);
+
+class Moe final : public Model {
+ public:
+  // Weights: "bottom.*", "gate" (interaction width -> E), then "expert.<e>.<l>",
+  // each expert's layers contiguous in the flat buffer; Glorot-uniform, zero biases,
+  // a pure function of (seed, index).
+  Moe(const ModelOptions& options, int num_dense, int num_tables, uint64_t seed);
+  ~Moe() override;
+  Moe(const Moe&) = delete;
+  Moe& operator=(const Moe&) = delete;
+
+  const std::string& kind() const override;
+  DenseParameters& parameters() override;
+  const DenseParameters& parameters() const override;
+  int embedding_dim() const override;
+  int num_tables() const override;
+  const MoeShape& shape() const;
+  // Expert e's weights in the flat buffer: [first, second).
+  std::pair<size_t, size_t> expert_range(int e) const;
+
+  double forward_backward(const data::Batch& batch, const std::vector<const float*>& rows,
+                          const std::vector<float*>& row_grads, float loss_scale) override;
+  void predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) override;
+
+  void set_expert_group(ExpertGroup* group) override;
+  bool sums_gradients_in_trainer_order() const override { return true; }
+  RoutingStats take_routing_stats() override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata::model
