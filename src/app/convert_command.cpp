@@ -1,5 +1,6 @@
 // `strata convert`: command-line parsing, the read (text reader) -> write
-// (Hdf5DatasetWriter) loop, and the temporary-name-then-rename discipline that
+// (Hdf5DatasetWriter) loop for click samples, the corpus -> write_sequence_hdf5 path
+// for behaviour sequences, and the temporary-name-then-rename discipline that
 // leaves either the complete file or nothing at the target path.
 #include "app/convert_command.hpp"
 
@@ -18,19 +19,25 @@
 #include "data/csv_format.hpp"
 #include "data/hdf5_dataset_writer.hpp"
 #include "data/sample_reader.hpp"
+#include "data/sequence_hdf5.hpp"
+#include "data/sequence_samples.hpp"
 
 namespace strata {
 
 const char* const kConvertUsage =
-    "usage: strata convert --from criteo|csv --to FILE.h5 --input TEXTFILE [options] [--config DECK]\n"
+    "usage: strata convert --from criteo|csv|sequences|synthetic_sequences --to FILE.h5 [--input TEXTFILE]\n"
+    "                      [options] [--config DECK]\n"
     "                      [--section.key=value ...]\n"
     "\n"
     "Writes TEXTFILE as a columnar HDF5 dataset (labels, transformed dense values, hashed keys)\n"
-    "that producers read with data.source = hdf5 (docs/DATA_HDF5.md).\n"
+    "that producers read with data.source = hdf5 (docs/DATA_HDF5.md). Behaviour sequences (an event\n"
+    "file, or the synthetic_sequences generator without --input) become per-user jagged events.\n"
     "\n"
-    "  --from criteo|csv    format of TEXTFILE (csv takes data.csv_columns etc. from the deck)\n"
+    "  --from FORMAT        criteo | csv (data.csv_columns etc. from the deck) | sequences (an event\n"
+    "                       file: data.sequence_timestamps, sequence_side_columns, sequence_header,\n"
+    "                       max_seq_len) | synthetic_sequences (data.sequence_users, ..., data_seed)\n"
     "  --to FILE.h5         output; written under a temporary name, renamed when complete\n"
-    "  --input TEXTFILE     text file to convert (every line, one shard)\n"
+    "  --input TEXTFILE     text file to convert (every line, one shard); none for synthetic_sequences\n"
     "  --force              replace FILE.h5 if it exists\n"
     "  --chunk-rows N       rows per HDF5 chunk (default 65536)\n"
     "  --deflate L          zlib level 0 (off) .. 9 (default 1)\n"
@@ -47,7 +54,7 @@ namespace fs = std::filesystem;
 constexpr const char* kExample = "e.g. strata convert --from criteo --to train.h5 --input train.tsv";
 
 struct ConvertArgs {
-  std::string from;                    // criteo | csv
+  std::string from;                    // criteo | csv | sequences | synthetic_sequences
   std::string to;                      // the HDF5 file to write
   std::string input;                   // the text file to read
   bool force = false;                  // replace an existing output
@@ -94,7 +101,8 @@ ConvertArgs parse_convert_args(const std::vector<std::string>& args) {
     }
     if (flag == "--data.source" || flag == "--data.train") {
       throw Error("strata convert: " + flag + " cannot be set here",
-                  "give the format with --from criteo|csv and the text file with --input");
+                  "give the format with --from criteo|csv|sequences|synthetic_sequences and the text file "
+                  "with --input");
     }
     const bool ours = flag == "--from" || flag == "--to" || flag == "--input" || flag == "--chunk-rows" ||
                       flag == "--deflate" || flag == "--deflate-below";
@@ -118,22 +126,29 @@ ConvertArgs parse_convert_args(const std::vector<std::string>& args) {
     if (flag == "--deflate-below") parsed.writer.deflate_below = parse_fraction(flag, value);
   }
   if (parsed.help) return parsed;
-  if (parsed.from.empty()) throw Error("strata convert needs --from criteo|csv", kExample);
-  if (parsed.from != "criteo" && parsed.from != "csv") {
-    throw Error("strata convert: --from '" + parsed.from + "' is not a text format",
-                "use --from criteo (Criteo TSV) or --from csv (with data.csv_columns in the deck)");
+  if (parsed.from.empty()) throw Error("strata convert needs --from criteo|csv|sequences|synthetic_sequences", kExample);
+  if (parsed.from != "criteo" && parsed.from != "csv" && parsed.from != "sequences" &&
+      parsed.from != "synthetic_sequences") {
+    throw Error("strata convert: --from '" + parsed.from + "' is not a format it converts",
+                "use --from criteo (Criteo TSV), csv (with data.csv_columns in the deck), sequences (an event "
+                "file) or synthetic_sequences (generated, no --input)");
   }
   if (parsed.to.empty()) throw Error("strata convert needs --to FILE.h5", kExample);
-  if (parsed.input.empty()) throw Error("strata convert needs --input TEXTFILE", kExample);
+  const bool generated = parsed.from == "synthetic_sequences";
+  if (parsed.input.empty() && !generated) throw Error("strata convert needs --input TEXTFILE", kExample);
+  if (!parsed.input.empty() && generated) {
+    throw Error("strata convert --from synthetic_sequences generates its data: --input is not used",
+                "drop --input; data.sequence_users, sequence_items, sequence_length and data_seed shape the data");
+  }
   return parsed;
 }
 
 void check_paths(const ConvertArgs& args) {
   std::error_code ec;
-  if (!fs::exists(args.input, ec)) {
+  if (!args.input.empty() && !fs::exists(args.input, ec)) {
     throw Error("strata convert: input '" + args.input + "' does not exist", "check the path given to --input");
   }
-  if (!fs::is_regular_file(args.input, ec)) {
+  if (!args.input.empty() && !fs::is_regular_file(args.input, ec)) {
     throw Error("strata convert: input '" + args.input + "' is not a regular file", "name the text file itself");
   }
   const fs::path target(args.to);
@@ -143,7 +158,7 @@ void check_paths(const ConvertArgs& args) {
                 "create it first, or choose another --to");
   }
   if (fs::exists(target, ec)) {
-    if (fs::equivalent(target, args.input, ec)) {
+    if (!args.input.empty() && fs::equivalent(target, args.input, ec)) {
       throw Error("strata convert: --to '" + args.to + "' is the input file", "choose another --to");
     }
     if (fs::is_directory(target, ec)) {
@@ -190,7 +205,8 @@ data::Hdf5DatasetHeader make_header(const DataOptions& options, const std::strin
 
 struct Conversion {
   data::ParseStats stats;
-  int64_t rows = 0;
+  int64_t rows = 0;   // samples, or events of a sequence corpus
+  int64_t users = 0;  // sequence corpora only
 };
 
 Conversion convert(const DataOptions& options, const ConvertArgs& args, const std::string& temporary) {
@@ -217,6 +233,23 @@ Conversion convert(const DataOptions& options, const ConvertArgs& args, const st
   return result;
 }
 
+// Behaviour sequences: the corpus training would build (grouped, ordered, hashed, cut
+// to data.max_seq_len), written whole; rows are events.
+Conversion convert_sequences(const DataOptions& options, const ConvertArgs& args, const std::string& temporary) {
+  Conversion result;
+  const auto corpus = data::load_sequence_corpus(options, &result.stats);
+  data::SequenceHdf5Header header;
+  header.source = options.source;
+  header.input = args.input;
+  header.max_seq_len = options.max_seq_len;
+  header.input_lines = result.stats.lines;
+  header.malformed_lines = result.stats.malformed;
+  data::write_sequence_hdf5(temporary, *corpus, header, args.writer);
+  result.rows = corpus->num_events();
+  result.users = corpus->num_users();
+  return result;
+}
+
 }  // namespace
 
 int run_convert_command(const std::vector<std::string>& words) {
@@ -227,7 +260,7 @@ int run_convert_command(const std::vector<std::string>& words) {
   }
   std::vector<std::string> deck_args = args.deck_args;
   deck_args.push_back("--data.source=" + args.from);
-  deck_args.push_back("--data.train=" + args.input);
+  if (!args.input.empty()) deck_args.push_back("--data.train=" + args.input);
   const RunOptions options = parse_run_options(deck_args);
   check_paths(args);
   require_single_process();
@@ -236,7 +269,8 @@ int run_convert_command(const std::vector<std::string>& words) {
   const std::string temporary = args.to + ".tmp-" + std::to_string(::getpid());
   Conversion result;
   try {
-    result = convert(options.data, args, temporary);
+    const bool sequences = args.from == "sequences" || args.from == "synthetic_sequences";
+    result = sequences ? convert_sequences(options.data, args, temporary) : convert(options.data, args, temporary);
     std::error_code renamed;
     fs::rename(temporary, args.to, renamed);
     if (renamed) {
@@ -251,13 +285,16 @@ int run_convert_command(const std::vector<std::string>& words) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::error_code ec;
   const auto bytes = int64_t(fs::file_size(args.to, ec));
-  const auto text_bytes = int64_t(fs::file_size(args.input, ec));
+  const auto text_bytes = args.input.empty() ? int64_t(0) : int64_t(fs::file_size(args.input, ec));
+  const std::string from = args.input.empty() ? args.from : args.input;
+  const std::string what = result.users > 0 ? std::to_string(result.users) + " users, " +
+                                                  std::to_string(result.rows) + " events"
+                                            : std::to_string(result.rows) + " rows";
   std::printf(
-      "strata convert: %s -> %s: %lld rows, %lld malformed lines skipped, %lld bytes (%.1f per row, text %lld), "
-      "%.2f s\n",
-      args.input.c_str(), args.to.c_str(), static_cast<long long>(result.rows),
-      static_cast<long long>(result.stats.malformed), static_cast<long long>(bytes),
-      double(bytes) / double(result.rows), static_cast<long long>(text_bytes), seconds);
+      "strata convert: %s -> %s: %s, %lld malformed lines skipped, %lld bytes (%.1f per %s, text %lld), %.2f s\n",
+      from.c_str(), args.to.c_str(), what.c_str(), static_cast<long long>(result.stats.malformed),
+      static_cast<long long>(bytes), double(bytes) / double(result.rows), result.users > 0 ? "event" : "row",
+      static_cast<long long>(text_bytes), seconds);
   std::fflush(stdout);
   return 0;
 }

@@ -23,6 +23,7 @@
 #include "common/exit_codes.hpp"
 #include "config/deck.hpp"
 #include "data/hdf5_dataset.hpp"
+#include "data/sequence_hdf5.hpp"
 #include "runtime/role_layout.hpp"
 #include "runtime/train_job.hpp"
 #include "strata/config.hpp"
@@ -79,7 +80,13 @@ void check_input_files(const strata::RunOptions& options) {
       throw strata::Error(std::string(key) + ": '" + path + "' is not a regular file", "point it at a data file");
     }
     // A bad .h5 (truncated, foreign, wrong shape) is a clean error on every rank.
-    if (options.data.source == "hdf5") strata::data::open_hdf5_reader(options.data, path, 0, 1);
+    if (options.data.source == "hdf5") {
+      if (strata::data::is_sequence_hdf5(path)) {
+        strata::data::read_sequence_hdf5_info(path);
+      } else {
+        strata::data::open_hdf5_reader(options.data, path, 0, 1);
+      }
+    }
   }
 }
 

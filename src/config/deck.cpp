@@ -14,6 +14,7 @@
 
 #include "common/error.hpp"
 #include "config/parallel_layout.hpp"
+#include "data/sequence_hdf5.hpp"     // data.source = hdf5 with a sequence file
 #include "data/sequence_samples.hpp"  // the data.sequence_length law, checked with the deck
 #include "model/moe.hpp"             // the expert keys, checked with the deck
 
@@ -447,6 +448,8 @@ RunOptions parse_run_options(const std::vector<std::string>& raw_args) {
     throw Error(std::string("bad option: ") + e.what(), "'strata train --help' lists every key and its type");
   }
   validate(options);
+  // A sequence HDF5 file evaluates on its own held-out events, as its event file does.
+  data::resolve_sequence_hdf5(options.data, options.model.kind);
   // The deck records the layout it ran with: layout.dp = 0 becomes trainers / (sp x ep).
   options.layout.dp = resolve_parallel_layout(options.layout).dp;
   return options;
@@ -584,11 +587,13 @@ void validate(const RunOptions& options) {
       data::parse_sequence_length(options.data.sequence_length, law);
     }
   }
+  // hdf5: resolve_sequence_hdf5 checks that the file holds sequences.
   if (next_item_model(options.model.kind) && options.data.source != "sequences" &&
-      options.data.source != "synthetic_sequences") {
+      options.data.source != "synthetic_sequences" && options.data.source != "hdf5") {
     throw Error("model.kind = " + options.model.kind + " reads behaviour sequences, not data.source = " +
                     options.data.source,
-                "set data.source = sequences (an event file) or synthetic_sequences, and data.sequence_task = next_item");
+                "set data.source = sequences (an event file), synthetic_sequences or hdf5 (an event file "
+                "converted by strata convert --from sequences), and data.sequence_task = next_item");
   }
   if (options.data.source == "csv" && options.data.csv_columns.empty()) {
     throw Error("data.source = csv needs data.csv_columns", "e.g. data.csv_columns = label,dense:13,cat:26");

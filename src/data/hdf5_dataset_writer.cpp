@@ -4,13 +4,11 @@
 // where the first chunk shows it pays.
 #include "data/hdf5_dataset_writer.hpp"
 
-#include <zlib.h>  // linked with HDF5 (its deflate filter): to try deflate on a first chunk
-
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "data/hdf5_columns.hpp"
 #include "data/hdf5_dataset_format.hpp"
-#include "data/hdf5_handle.hpp"
 
 namespace strata::data {
 
@@ -18,157 +16,10 @@ namespace format = hdf5_format;
 
 namespace {
 
+using namespace hdf5_columns;
+
 // Chunks of the dense dataset stay below this (very wide decks get fewer rows per chunk).
 constexpr int64_t kMaxChunkBytes = int64_t(16) << 20;
-
-// How one column is stored.
-struct ColumnLayout {
-  const char* name;
-  hid_t file_type;
-  hid_t memory_type;
-  int rank;              // 1: (rows); 2: (rows, width)
-  int64_t width;         // elements per row (rank 2; may be 0)
-  bool shuffle;          // byte shuffle before deflate
-};
-
-// The size deflate leaves of `size` bytes of `element`-byte values (as a fraction),
-// after HDF5's byte shuffle when `shuffle`: what the column's chunks would shrink to.
-double deflated_fraction(const char* bytes, size_t size, size_t element, bool shuffle, int level) {
-  if (size == 0) return 0.0;
-  std::vector<Bytef> input(bytes, bytes + size);
-  if (shuffle && element > 1) {  // byte k of every value, then byte k + 1, ...
-    const size_t n = size / element;
-    for (size_t i = 0; i < n; ++i) {
-      for (size_t k = 0; k < element; ++k) input[k * n + i] = Bytef(bytes[i * element + k]);
-    }
-  }
-  uLongf compressed = compressBound(uLong(size));
-  std::vector<Bytef> out(compressed);
-  if (compress2(out.data(), &compressed, input.data(), uLong(size), level) != Z_OK) return 1.0;
-  return double(compressed) / double(size);
-}
-
-// One extendible dataset written in whole chunks. It is created at the first
-// write, when the first chunk can tell whether deflate is worth it.
-class ChunkedColumn {
- public:
-  ChunkedColumn(hid_t parent, const ColumnLayout& layout, int64_t chunk_rows, const Hdf5WriterOptions& options,
-                const std::string& path)
-      : parent_(parent),
-        layout_(layout),
-        options_(options),
-        path_(path),
-        width_(layout.rank == 1 ? 1 : layout.width),
-        chunk_rows_(chunk_rows),
-        row_bytes_(H5Tget_size(layout.memory_type) * size_t(width_)) {}
-
-  // Appends `rows` rows of `width` elements of the column's memory type.
-  void append(const void* values, int64_t rows) {
-    if (rows == 0 || row_bytes_ == 0) {
-      pending_rows_ += rows;
-      if (row_bytes_ == 0) flush_full_chunks();
-      return;
-    }
-    const char* bytes = static_cast<const char*>(values);
-    pending_.insert(pending_.end(), bytes, bytes + size_t(rows) * row_bytes_);
-    pending_rows_ += rows;
-    flush_full_chunks();
-  }
-
-  void finish() {
-    // A column shorter than one chunk gets a chunk of its own length: HDF5 stores
-    // a partly filled chunk whole, which would make small files mostly padding.
-    if (!dataset_.valid() && pending_rows_ < chunk_rows_) chunk_rows_ = std::max<int64_t>(1, pending_rows_);
-    if (pending_rows_ > 0) write(pending_rows_);
-    if (!dataset_.valid()) create();  // a column that never got a row
-  }
-
-  int64_t rows() const { return written_ + pending_rows_; }
-  int64_t chunk_rows() const { return chunk_rows_; }
-
- private:
-  void flush_full_chunks() {
-    const int64_t full = pending_rows_ / chunk_rows_ * chunk_rows_;
-    if (full > 0) write(full);
-  }
-
-  void create() {
-    const std::string what = "cannot create dataset '" + std::string(layout_.name) + "' in " + path_;
-    const std::string fix = "check that the output's file system has space";
-    const int rank = layout_.rank;
-    const hsize_t dims[2] = {0, hsize_t(width_)};
-    // An empty second dimension cannot be chunked unless it may grow.
-    const hsize_t max_dims[2] = {H5S_UNLIMITED, width_ == 0 ? H5S_UNLIMITED : hsize_t(width_)};
-    const hsize_t chunk[2] = {hsize_t(chunk_rows_), hsize_t(std::max<int64_t>(1, width_))};
-    Hdf5Handle space(hdf5_check(H5Screate_simple(rank, dims, max_dims), what, fix), H5Sclose);
-    Hdf5Handle create(hdf5_check(H5Pcreate(H5P_DATASET_CREATE), what, fix), H5Pclose);
-    hdf5_check_status(H5Pset_chunk(create.get(), rank, chunk), what, fix);
-    H5Pset_obj_track_times(create.get(), false);  // no timestamps: equal inputs give equal files
-    // Inflating costs more CPU than reading the bytes unless they shrink a lot
-    // (docs/DATA_HDF5.md): the first chunk decides for the whole column.
-    bool deflate = options_.deflate_level > 0;
-    if (deflate && options_.deflate_below < 1.0) {
-      const size_t first_chunk = std::min(pending_.size(), size_t(chunk_rows_) * row_bytes_);
-      deflate = deflated_fraction(pending_.data(), first_chunk, H5Tget_size(layout_.memory_type), layout_.shuffle,
-                                  options_.deflate_level) < options_.deflate_below;
-    }
-    if (deflate && layout_.shuffle) hdf5_check_status(H5Pset_shuffle(create.get()), what, fix);
-    if (deflate) hdf5_check_status(H5Pset_deflate(create.get(), unsigned(options_.deflate_level)), what, fix);
-    if (options_.checksum) hdf5_check_status(H5Pset_fletcher32(create.get()), what, fix);
-    dataset_ = Hdf5Handle(hdf5_check(H5Dcreate2(parent_, layout_.name, layout_.file_type, space.get(), H5P_DEFAULT,
-                                                create.get(), H5P_DEFAULT),
-                                     what, fix),
-                          H5Dclose);
-  }
-
-  // Writes the first `rows` pending rows at the end of the dataset.
-  void write(int64_t rows) {
-    if (!dataset_.valid()) create();
-    const std::string what = "cannot write rows [" + std::to_string(written_) + ", " +
-                             std::to_string(written_ + rows) + ") of '" + layout_.name + "' to " + path_;
-    const std::string fix = "check that the output's file system has space";
-    const hsize_t new_dims[2] = {hsize_t(written_ + rows), hsize_t(width_)};
-    hdf5_check_status(H5Dset_extent(dataset_.get(), new_dims), what, fix);
-    if (row_bytes_ > 0) {
-      Hdf5Handle file_space(hdf5_check(H5Dget_space(dataset_.get()), what, fix), H5Sclose);
-      const hsize_t start[2] = {hsize_t(written_), 0};
-      const hsize_t count[2] = {hsize_t(rows), hsize_t(width_)};
-      hdf5_check_status(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr),
-                        what, fix);
-      Hdf5Handle memory_space(hdf5_check(H5Screate_simple(layout_.rank, count, nullptr), what, fix), H5Sclose);
-      hdf5_check_status(
-          H5Dwrite(dataset_.get(), layout_.memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT,
-                   pending_.data()),
-          what, fix);
-      pending_.erase(pending_.begin(), pending_.begin() + ptrdiff_t(size_t(rows) * row_bytes_));
-    }
-    written_ += rows;
-    pending_rows_ -= rows;
-  }
-
-  hid_t parent_;  // the group the dataset goes in (kept open by the writer)
-  ColumnLayout layout_;
-  Hdf5WriterOptions options_;
-  std::string path_;
-  Hdf5Handle dataset_;
-  int64_t width_;
-  int64_t chunk_rows_;
-  size_t row_bytes_;
-  std::vector<char> pending_;  // (pending_rows_, width_) not yet written
-  int64_t pending_rows_ = 0;
-  int64_t written_ = 0;
-};
-
-std::string compression_text(const Hdf5WriterOptions& options) {
-  std::string text = options.deflate_level > 0 ? "deflate " + std::to_string(options.deflate_level) : "none";
-  if (options.deflate_level > 0 && options.deflate_below < 1.0) {
-    text += " of the datasets whose first chunk deflates below " +
-            std::to_string(int(options.deflate_below * 100 + 0.5)) + "% (see each dataset's filters)";
-  }
-  if (options.deflate_level > 0 && options.shuffle) text += ", shuffle (labels, dense, offsets)";
-  if (options.checksum) text += ", fletcher32";
-  return text;
-}
 
 }  // namespace
 

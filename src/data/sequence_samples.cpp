@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "common/rng.hpp"
 #include "data/index_permutation.hpp"
+#include "data/sequence_hdf5.hpp"
 #include "data/synthetic_sequences.hpp"
 
 namespace strata::data {
@@ -239,7 +240,9 @@ std::vector<std::string> split_names(const std::string& text) {
 }  // namespace
 
 int sequence_sample_tables(const DataOptions& options) {
-  const int side = options.source == "sequences" ? int(split_names(options.sequence_side_columns).size()) : 0;
+  const int side = options.source == "sequences" ? int(split_names(options.sequence_side_columns).size())
+                   : options.source == "hdf5"    ? int(read_sequence_hdf5_info(options.train).side_names.size())
+                                                 : 0;
   return kSequenceFirstSideTable + side + 1;
 }
 
@@ -272,23 +275,14 @@ std::shared_ptr<const SequenceCorpus> load_sequence_corpus(const DataOptions& op
   }
   if (options.source == "synthetic_sequences") {
     const SyntheticSequences generator(synthetic_sequence_options(options));
-    SequenceCorpus corpus = generator.corpus({0, generator.num_users()});
-    if (options.max_seq_len > 0) {
-      // The most recent max_seq_len events of each user, as the file reader keeps.
-      SequenceCorpus cut;
-      cut.first_user = corpus.first_user;
-      cut.user_keys = corpus.user_keys;
-      for (int64_t u = 0; u < corpus.num_users(); ++u) {
-        const int64_t end = corpus.offsets[size_t(u) + 1];
-        const int64_t begin = std::max(corpus.offsets[size_t(u)], end - options.max_seq_len);
-        cut.items.insert(cut.items.end(), corpus.items.begin() + begin, corpus.items.begin() + end);
-        cut.timestamps.insert(cut.timestamps.end(), corpus.timestamps.begin() + begin,
-                              corpus.timestamps.begin() + end);
-        cut.offsets.push_back(int64_t(cut.items.size()));
-      }
-      corpus = std::move(cut);
-    }
+    // The most recent max_seq_len events of each user, as the file reader keeps.
+    SequenceCorpus corpus = keep_most_recent(generator.corpus({0, generator.num_users()}), options.max_seq_len);
     return std::make_shared<const SequenceCorpus>(std::move(corpus));
+  }
+  if (options.source == "hdf5") {
+    // A corpus strata convert wrote: already grouped, ordered and hashed.
+    return std::make_shared<const SequenceCorpus>(
+        keep_most_recent(read_sequence_hdf5(options.train, stats), options.max_seq_len));
   }
   SequenceOptions reader;
   reader.timestamps = options.sequence_timestamps;

@@ -75,7 +75,8 @@ class SequenceSamples {
 };
 
 // The corpus a deck names: data.source = sequences reads data.train (an event file);
-// data.source = synthetic_sequences generates data.sequence_users users. Every rank
+// data.source = synthetic_sequences generates data.sequence_users users; data.source =
+// hdf5 reads the corpus strata convert wrote to data.train (sequence_hdf5.hpp). Every rank
 // that calls this gets the same corpus. Errors name the data.* key.
 std::shared_ptr<const SequenceCorpus> load_sequence_corpus(const DataOptions& options,
                                                            ParseStats* stats = nullptr);
@@ -83,7 +84,8 @@ SequenceSampleOptions sequence_sample_options(const DataOptions& options);
 // data.source = synthetic_sequences: the hidden teacher's HR@10 on each user's last
 // event against `negatives` unseen items (the best a next-item model can expect).
 double synthetic_sequence_teacher_hit_rate(const DataOptions& options, int negatives);
-// Tables of a batch for this deck (3 + side columns), without reading any data.
+// Tables of a batch for this deck (3 + side columns), without reading any data (but
+// the attributes of a data.source = hdf5 file).
 int sequence_sample_tables(const DataOptions& options);
 
 // "fixed:N", "uniform:MIN:MAX" or "zipf:MIN:MAX[:EXPONENT]" into the synthetic length

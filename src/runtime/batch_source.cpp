@@ -6,12 +6,19 @@
 
 #include "common/error.hpp"
 #include "data/hdf5_dataset.hpp"
+#include "data/sequence_hdf5.hpp"
 #include "data/sequence_next_item.hpp"
 #include "data/sequence_samples.hpp"
 #include "data/synthetic.hpp"
 
 namespace strata::runtime {
 namespace {
+
+// Behaviour sequences: an event file, the generator, or their HDF5 conversion.
+bool sequence_source(const DataOptions& options) {
+  return options.source == "sequences" || options.source == "synthetic_sequences" ||
+         (options.source == "hdf5" && data::is_sequence_hdf5(options.train));
+}
 
 // Text files shard by bytes (aligned to lines), converted HDF5 files by rows.
 std::unique_ptr<data::SampleReader> open_file_reader(const DataOptions& options, const std::string& path, int shard,
@@ -185,7 +192,7 @@ DataShape data_shape(const DataOptions& options) {
     data::SyntheticDataset dataset(options);
     return {dataset.num_dense(), dataset.num_tables()};
   }
-  if (options.source == "sequences" || options.source == "synthetic_sequences") {
+  if (sequence_source(options)) {
     if (options.sequence_task == "next_item") return {0, data::kNextItemTables};
     return {data::kSequenceSampleDense, data::sequence_sample_tables(options)};
   }
@@ -202,7 +209,7 @@ std::unique_ptr<BatchSource> make_batch_source(const RunOptions& options, int pr
     return std::make_unique<IndexedBatchSource<data::SyntheticDataset>>(data::SyntheticDataset(options.data), options,
                                                                          std::move(trainers), total_trainers);
   }
-  if (options.data.source == "sequences" || options.data.source == "synthetic_sequences") {
+  if (sequence_source(options.data)) {
     // Every producer reads the whole event file (grouping by user needs all of it);
     // one of them reports its parse counts so the job's sum counts each line once.
     data::ParseStats stats;

@@ -93,6 +93,24 @@ def case_resume_sequences(r):
     resume_matches(r, "ps", 2, (*sequences, "--model.kind=din"))
 
 
+def case_resume_hdf5_sequences(r):
+    """SASRec on behaviour sequences read from HDF5 (strata convert --from
+    synthetic_sequences) resumes exactly mid-epoch, and trains the generator's numbers."""
+    h5 = os.path.join(r.workdir, "sequences.h5")
+    synthetic = ["--data.sequence_users=2000", "--data.sequence_items=5000", "--data.sequence_length=uniform:3:60"]
+    proc = subprocess.run([r.strata, "convert", "--from", "synthetic_sequences", "--to", h5, *synthetic],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    model = ["--model.kind=sasrec", "--data.sequence_task=next_item", "--model.sasrec_max_len=32",
+             "--data.max_seq_len=32"]
+    resume_matches(r, "tiered", 2, ("--data.source=hdf5", "--data.train=" + h5, *model))
+    generated = r.run("generated", 4, "--layout.trainers=2", "--store.mode=tiered", "--output.metrics_every=10",
+                      "--train.steps=60", "--data.source=synthetic_sequences", *synthetic, *model)
+    with open(os.path.join(r.workdir, "tiered_whole", "summary.json")) as f:
+        whole = json.load(f)
+    assert generated["params_digest"] == whole["params_digest"], "HDF5 sequences trained other numbers"
+
+
 def case_resume_files(r):
     """File sources resume at the producers' reader positions: Criteo text with
     two producers (each its own byte shard) and its HDF5 conversion, over two

@@ -610,6 +610,65 @@ def case_din_csv_sequences(r):
     print("din csv digest", ps["params_digest"][:16], "keys per batch", ps["keys_per_batch"])
 
 
+def convert_sequences(r, h5, *args):
+    """strata convert --from sequences|synthetic_sequences ... --to h5 (one process)."""
+    proc = subprocess.run([r.strata, "convert", "--to", h5, "--force", *args], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert " events, " in proc.stdout, proc.stdout
+
+
+def case_sequences_hdf5(r):
+    """strata convert writes behaviour sequences (an event file with a side column and
+    a malformed line, and synthetic_sequences) to HDF5 as jagged datasets; data.source
+    = hdf5 trains SASRec and HSTU (next item, with one and two trainers) and DIN
+    (click samples) to the event file's params_digest, with the same SASRec split
+    and the same HR@10 / NDCG@10 or AUC; a truncated file is an error naming it."""
+    events = os.path.join(r.workdir, "events.tsv")
+    write_event_file(events)
+    h5 = os.path.join(r.workdir, "events.h5")
+    convert_sequences(r, h5, "--from", "sequences", "--input", events, "--data.sequence_side_columns=category")
+    text_data = ["--data.source=sequences", "--data.train=" + events, "--data.sequence_side_columns=category"]
+    hdf5_data = ["--data.source=hdf5", "--data.train=" + h5]
+    next_item = ["--data.sequence_task=next_item", "--train.steps=0", "--train.epochs=2", "--train.batch_size=16",
+                 "--data.max_seq_len=24"]
+    runs = [("sasrec", 1, [*next_item, "--model.kind=sasrec", "--model.sasrec_max_len=24"]),
+            ("sasrec", 2, [*next_item, "--model.kind=sasrec", "--model.sasrec_max_len=24",
+                           "--data.sequence_eval=test"]),
+            ("hstu", 1, [*next_item, "--model.kind=hstu", "--model.hstu_max_len=24", "--model.hstu_blocks=2",
+                         "--model.hstu_heads=2", "--model.hstu_buckets=32"]),
+            ("din", 1, ["--model.kind=din", "--train.steps=30", "--train.batch_size=64", "--data.max_seq_len=16"])]
+    for kind, trainers, model in runs:
+        tag = f"{kind}_t{trainers}"
+        common = [*model, f"--layout.trainers={trainers}"]
+        text = r.run(tag + "_text", trainers + 2, *text_data, *common)
+        hdf5 = r.run(tag + "_hdf5", trainers + 2, *hdf5_data, *common)
+        assert text["steps"] == hdf5["steps"] > 0, (text["steps"], hdf5["steps"])
+        assert hdf5["params_digest"] == text["params_digest"], f"{tag}: the HDF5 sequences trained differently"
+        for metric in ("eval_hr_at_10", "eval_ndcg_at_10", "eval_auc", "eval_logloss"):
+            assert hdf5.get(metric) == text.get(metric), (tag, metric, hdf5.get(metric), text.get(metric))
+        assert (text.get("eval_hr_at_10") if kind != "din" else text.get("eval_auc")) is not None, text
+        print(tag, "digest", text["params_digest"][:16], "equal; HR@10", text.get("eval_hr_at_10"),
+              "AUC", text.get("eval_auc"))
+    synthetic = ["--data.sequence_users=300", "--data.sequence_items=2000", "--data.sequence_length=zipf:3:200"]
+    synthetic_h5 = os.path.join(r.workdir, "synthetic.h5")
+    convert_sequences(r, synthetic_h5, "--from", "synthetic_sequences", *synthetic)
+    model = [*next_item, "--model.kind=sasrec", "--model.sasrec_max_len=24"]
+    generated = r.run("synthetic_generated", 3, "--data.source=synthetic_sequences", *synthetic, *model)
+    converted = r.run("synthetic_hdf5", 3, "--data.source=hdf5", "--data.train=" + synthetic_h5, *model)
+    assert converted["params_digest"] == generated["params_digest"], "the converted synthetic sequences differ"
+    assert converted["eval_hr_at_10"] == generated["eval_hr_at_10"], (converted, generated)
+    with open(h5, "r+b") as f:  # a truncated file is a clear error naming it
+        f.truncate(os.path.getsize(h5) // 2)
+    r.expect_error("truncated_h5", 3, *hdf5_data, *runs[0][2], contains=[h5])
+    tsv, click_h5 = os.path.join(r.workdir, "clicks.tsv"), os.path.join(r.workdir, "clicks.h5")
+    write_criteo(tsv, 50)
+    proc = subprocess.run([r.strata, "convert", "--from", "criteo", "--input", tsv, "--to", click_h5],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    r.expect_error("sasrec_on_click_h5", 3, "--data.source=hdf5", "--data.train=" + click_h5, *runs[0][2],
+                   contains=["model.kind = sasrec", click_h5])
+
+
 def next_item_matrix(r, kind, model):
     """A next-item model (sasrec, hstu) on synthetic sequences and an event file:
     tiered == ps bit for bit with one and two trainers and an evicting L1; HR@10 and
