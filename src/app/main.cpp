@@ -24,6 +24,7 @@
 #include "config/deck.hpp"
 #include "data/hdf5_dataset.hpp"
 #include "data/sequence_hdf5.hpp"
+#include "runtime/preemption.hpp"
 #include "runtime/role_layout.hpp"
 #include "runtime/train_job.hpp"
 #include "strata/config.hpp"
@@ -238,10 +239,12 @@ int main(int argc, char** argv) {
   int code = 0;
   try {
     code = dispatch(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const strata::comm::PeerFailure& failure) {
+    strata::runtime::exit_after_peer_failure(failure.exit_code());
+  } catch (const strata::InputError& e) {
+    strata::runtime::exit_failed(kExitUsage, e.what(), world_rank());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "strata: error on rank %d: %s\n", world_rank(), e.what());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    strata::runtime::exit_failed(strata::kExitFailed, e.what(), world_rank());
   }
   Kokkos::finalize();
   MPI_Finalize();

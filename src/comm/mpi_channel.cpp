@@ -2,6 +2,7 @@
 
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <climits>
@@ -43,8 +44,52 @@ void prepare_process_for_polite_waits() {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 }
 
+int announce_job_failure(int exit_code, double linger_s) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  static int code;  // the sends read it after this returns (the process exits soon after)
+  code = exit_code;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    MPI_Request request;
+    // Errors are ignored: the job is ending, and a dead peer must not hide this rank's message.
+    if (MPI_Isend(&code, 1, MPI_INT, peer, kTagJobFailed, MPI_COMM_WORLD, &request) == MPI_SUCCESS) {
+      MPI_Request_free(&request);
+    }
+  }
+  int lowest = rank;
+  const auto start = std::chrono::steady_clock::now();
+  while (seconds_since(start) < linger_s) {
+    int found = 0;
+    MPI_Message message;
+    MPI_Status status;
+    if (MPI_Improbe(MPI_ANY_SOURCE, kTagJobFailed, MPI_COMM_WORLD, &found, &message, &status) != MPI_SUCCESS) break;
+    if (found) {
+      int theirs = 0;
+      MPI_Mrecv(&theirs, 1, MPI_INT, &message, MPI_STATUS_IGNORE);
+      lowest = std::min(lowest, status.MPI_SOURCE);
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return lowest;
+}
+
+void check_job_failure() {
+  int found = 0;
+  MPI_Message message;
+  MPI_Status status;
+  check_mpi(MPI_Improbe(MPI_ANY_SOURCE, kTagJobFailed, MPI_COMM_WORLD, &found, &message, &status), "MPI_Improbe");
+  if (!found) return;
+  int code = 0;
+  check_mpi(MPI_Mrecv(&code, 1, MPI_INT, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+  throw PeerFailure(code, status.MPI_SOURCE);
+}
+
 void Backoff::pause() {
   if (++polls_ < 4) return;
+  check_job_failure();
   wait_.check();
   std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
   if (sleep_us_ < 200) sleep_us_ *= 2;

@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <exception>
 #include <vector>
 
 #include "comm/stall_watchdog.hpp"
@@ -22,6 +23,7 @@ enum Tag : int {
   kTagCheckpoint = 104,   // trainer -> producer: write a checkpoint after this step (CheckpointStamp)
   kTagCheckpointReady = 105,  // producer -> trainer: caches written down, joining the checkpoint
   kTagProgress = 106,         // trainer 0 -> producers, servers: steps complete (the stall watchdog's heartbeat)
+  kTagJobFailed = 107,        // any rank -> every rank: this rank failed; end the job with this exit code
   kTagProducerRequest = 202,  // producer -> server: fetch / write back rows (tiered)
   kTagProducerReply = 203,    // server -> producer
   kTagServerRequest = 200,  // trainer -> server: pull / push / collect / stop
@@ -35,10 +37,35 @@ enum Tag : int {
 // a short sleep is short.
 void prepare_process_for_polite_waits();
 
+// A rank failed and told the others (announce_job_failure): every wait of the
+// others throws this, and the job ends with the failed rank's exit code, its
+// message printed once, by it. Not a strata::Error, so no handler of those
+// takes it for an error of its own.
+class PeerFailure : public std::exception {
+ public:
+  PeerFailure(int exit_code, int world_rank) : exit_code_(exit_code), world_rank_(world_rank) {}
+  int exit_code() const { return exit_code_; }
+  int world_rank() const { return world_rank_; }
+  const char* what() const noexcept override { return "another rank failed"; }
+
+ private:
+  int exit_code_;
+  int world_rank_;
+};
+
+// Tells every other rank of MPI_COMM_WORLD that this one is failing with
+// exit_code, and collects for `linger_s` the notices of ranks that failed at
+// the same time. Returns the lowest world rank among the failed ones (this
+// rank included): that one prints the job's error message.
+int announce_job_failure(int exit_code, double linger_s);
+// Throws PeerFailure if another rank has announced its failure.
+void check_job_failure();
+
 // Polls cheaply first (a reply is often microseconds away), then backs off to
 // sleeps of up to 200 us so an idle rank costs almost no CPU. One Backoff is one
 // wait: with the stall watchdog armed (comm/stall_watchdog.hpp), pause() throws
-// strata::StallError once the wait has seen no progress for the timeout.
+// strata::StallError once the wait has seen no progress for the timeout, and
+// it throws PeerFailure once another rank has announced its failure.
 class Backoff {
  public:
   void pause();

@@ -25,4 +25,25 @@ class Error : public std::runtime_error {
   std::string how_to_fix_;
 };
 
+// Bad input found while the job runs (a data file's line, a batch the model
+// cannot take, a budget too small for the prefetch window): the job ends with
+// kExitBadInput on every rank, like a bad deck found before it starts.
+class InputError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Runs f, for which every strata::Error means bad input (a data reader, a
+// model's checks of a batch): such an error is rethrown as an InputError.
+template <class F>
+decltype(auto) as_input_errors(F&& f) {
+  try {
+    return f();
+  } catch (const InputError&) {
+    throw;
+  } catch (const Error& e) {
+    throw InputError(e.what_failed(), e.how_to_fix());
+  }
+}
+
 }  // namespace strata

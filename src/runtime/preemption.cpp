@@ -117,4 +117,28 @@ void exit_stalled(const StallError& error, int world_rank) {
   std::_Exit(kExitStalled);
 }
 
+void exit_failed(int exit_code, const std::string& message, int world_rank) {
+  comm::StallWatchdog::disarm();
+  stop_blocking_on_log_output();
+  if (auto logger = spdlog::default_logger()) logger->flush();
+  // Peers that failed at the same moment announce too; one of them speaks.
+  const int speaker = comm::announce_job_failure(exit_code, 0.3);
+  if (speaker == world_rank) std::fprintf(stderr, "strata: error on rank %d: %s\n", world_rank, message.c_str());
+  std::fflush(stderr);
+  std::fflush(stdout);
+  std::_Exit(exit_code);
+}
+
+void exit_after_peer_failure(int exit_code) {
+  comm::StallWatchdog::disarm();
+  stop_blocking_on_log_output();
+  if (auto logger = spdlog::default_logger()) logger->flush();
+  std::fflush(stderr);
+  std::fflush(stdout);
+  // The failed rank exits first, after its message (mpirun reports the first
+  // exit and ends the others): this one leaves later, with the same code.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::_Exit(exit_code);
+}
+
 }  // namespace strata::runtime

@@ -14,6 +14,8 @@
 // with kExitStalled.
 #pragma once
 
+#include <string>
+
 #include "common/exit_codes.hpp"
 #include "common/stall_error.hpp"
 #include "config/options.hpp"
@@ -46,5 +48,14 @@ void stop_stall_watchdog();
 // print theirs, and exits the process with kExitStalled (without MPI_Finalize,
 // which would wait for the stalled rank).
 [[noreturn]] void exit_stalled(const StallError& error, int world_rank);
+
+// An error ended this rank's part: tells every other rank, prints the job's
+// one message (from the lowest failed rank when several fail at once) and
+// exits the process with exit_code (kExitBadInput for a strata::InputError,
+// kExitFailed otherwise), without MPI_Abort and its banner.
+[[noreturn]] void exit_failed(int exit_code, const std::string& message, int world_rank);
+// Another rank failed (comm::PeerFailure): exit quietly with its exit code,
+// a moment after that rank (whose exit mpirun reports).
+[[noreturn]] void exit_after_peer_failure(int exit_code);
 
 }  // namespace strata::runtime

@@ -39,7 +39,8 @@ Producer::Producer(const RunOptions& options, const RankContext& context, const 
     queues_.push_back({t, layout.world_rank(Role::kTrainer, t), {}, {}, false, false});
     trainer_ranks.push_back(layout.world_rank(Role::kTrainer, t));
   }
-  source_ = make_batch_source(options, context.index, layout.producers(), trainers, layout.trainers());
+  source_ = as_input_errors(
+      [&] { return make_batch_source(options, context.index, layout.producers(), trainers, layout.trainers()); });
   if (options.store.min_count > 1) {
     admission_ = std::make_unique<store::FrequencyAdmission>(options.store.min_count, options.store.admission_counters);
   }
@@ -184,7 +185,8 @@ bool Producer::build(TrainerQueue& q, data::Batch& batch) {
     positions_.emplace_back(rounds_in_phase_++, source_->position());
     if (positions_.size() > 4096) positions_.pop_front();
   }
-  if (!source_->next(q.trainer, batch)) return false;
+  // A reader's error is the data's (a malformed line in strict mode, an unreadable file).
+  if (!as_input_errors([&] { return source_->next(q.trainer, batch); })) return false;
   if (admission_) {
     if (phase_ == Phase::kTrain) {
       admission_->admit_training(batch);

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "comm/collectives.hpp"
+#include "common/error.hpp"
 #include "data/sequence_next_item.hpp"
 #include "io/params_digest.hpp"
 #include "model/metrics.hpp"
@@ -43,7 +44,7 @@ void Trainer::evaluate_ranking() {
   model::RankingSums sums;
   std::vector<float> scores;
   for_each_eval_batch([&](const data::Batch& b) {
-    model_->score_candidates(b, row_ptrs_, scores);
+    as_input_errors([&] { model_->score_candidates(b, row_ptrs_, scores); });
     const std::vector<int32_t>& offsets = b.tables[data::kNextItemCandidateTable].offsets;
     for (int32_t s = 0; s < b.size; ++s) {
       const size_t begin = size_t(offsets[size_t(s)]), end = size_t(offsets[size_t(s) + 1]);
@@ -70,7 +71,7 @@ void Trainer::evaluate() {
   std::vector<float> batch_probs;
   for_each_eval_batch([&](const data::Batch& b) {
     batch_probs.resize(b.size);
-    model_->predict(b, row_ptrs_, batch_probs.data());
+    as_input_errors([&] { model_->predict(b, row_ptrs_, batch_probs.data()); });
     probs.insert(probs.end(), batch_probs.begin(), batch_probs.end());
     labels.insert(labels.end(), b.labels.begin(), b.labels.end());
   });

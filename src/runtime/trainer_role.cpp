@@ -235,7 +235,8 @@ void Trainer::train_step(const data::Batch& batch) {
     grad_ptrs_[t] = row_grads_[t].data();
   }
   const float scale = 1.0f / (float(batch.size) * trainers_);
-  const double loss = model_->forward_backward(batch, row_ptrs_, grad_ptrs_, scale);
+  // The model's errors are about the batch against its options (a history longer than its max_len).
+  const double loss = as_input_errors([&] { return model_->forward_backward(batch, row_ptrs_, grad_ptrs_, scale); });
   if (!std::isfinite(loss) && non_finite_step_ < 0) non_finite_step_ = report_.steps + 1;
   window_loss_ += loss;
   window_samples_ += batch.size;

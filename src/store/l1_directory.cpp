@@ -172,7 +172,7 @@ void L1Directory::plan(int64_t round, int depth, StagingPlan& plan) {
   // The window's working set must fit whatever the policy would do: a budget
   // below it is refused with the number to use, never left to chance.
   if (window_rows() > capacity_) {
-    throw Error("the L1 tier of trainer " + std::to_string(owner_) + " holds " + std::to_string(capacity_) +
+    throw InputError("the L1 tier of trainer " + std::to_string(owner_) + " holds " + std::to_string(capacity_) +
                     " rows but the prefetch window [" + std::to_string(round) + ", " +
                     std::to_string(round + depth) + "] needs " + std::to_string(window_rows()) + " distinct rows",
                 "raise store.l1_mb to at least " +

@@ -43,12 +43,20 @@ class Runner:
         with open(os.path.join(out_dir, "summary.json")) as f:
             return json.load(f)
 
-    def expect_error(self, name, ranks, *options, contains, deck=TINY):
+    def expect_error(self, name, ranks, *options, contains, deck=TINY, code=None, one_message=False):
+        """A run that must fail: non-zero exit (exactly `code` when given), every
+        needle in its output; one_message: a single 'strata: error' and no
+        MPI_Abort banner (the ranks agreed on the failure)."""
         proc = self.run(name, ranks, *options, deck=deck, expect_ok=False)
         text = proc.stdout + proc.stderr
         assert proc.returncode != 0, f"{name}: exit code 0 for a bad input\n{text}"
+        if code is not None:
+            assert proc.returncode == code, f"{name}: exit code {proc.returncode}, expected {code}\n{text}"
         for needle in contains:
             assert needle in text, f"{name}: message lacks '{needle}':\n{text}"
+        if one_message:
+            assert text.count("strata: error") == 1, f"{name}: not exactly one error message:\n{text}"
+            assert "MPI_ABORT" not in text and "ORTE_ERROR_LOG" not in text, f"{name}: MPI abort banner:\n{text}"
         print(f"{name}: exit {proc.returncode}, message ok")
 
 
@@ -194,6 +202,29 @@ def case_bad_inputs(r):
                            "--output.trace=" + os.path.join(r.workdir, "t.trace")], capture_output=True, text=True)
     assert proc.returncode == 2 and "store.mode" in proc.stderr, (proc.returncode, proc.stderr)
     print("no deck, trace in ps mode: exit 2, message ok")
+
+
+def case_errors_after_start(r):
+    """Bad input that only a running role can see ends the job with exit 2 on
+    every rank and one message, from the rank that found it, naming the key or
+    the file and line: a history longer than the model takes (both trainers find
+    it), an L1 budget below the prefetch window (the producer), a malformed line
+    of an event file in strict mode (both producers)."""
+    sasrec = ["--data.source=synthetic_sequences", "--data.sequence_task=next_item", "--data.sequence_users=300",
+              "--data.sequence_items=500", "--data.sequence_length=uniform:20:60", "--data.max_seq_len=0",
+              "--model.kind=sasrec", "--model.sasrec_max_len=8", "--train.eval=false", "--layout.trainers=2"]
+    r.expect_error("history_too_long", 4, *sasrec, contains=["model.sasrec_max_len = 8", "data.max_seq_len"],
+                   code=2, one_message=True)
+    r.expect_error("l1_below_window", 4, "--layout.trainers=2", "--store.mode=tiered", "--store.l1_mb=0.001",
+                   contains=["store.l1_mb", "prefetch window"], code=2, one_message=True)
+    events = os.path.join(r.workdir, "events.txt")
+    write_event_file(events)
+    bad_line = 1 + next(i for i, line in enumerate(open(events)) if "yesterday" in line)
+    r.expect_error("strict_event_file", 5, "--data.source=sequences", f"--data.train={events}", "--data.strict=true",
+                   "--data.sequence_side_columns=category",
+                   "--data.sequence_task=next_item", "--model.kind=sasrec", "--model.sasrec_max_len=50",
+                   "--data.max_seq_len=50", "--train.eval=false", "--layout.producers=2", "--layout.trainers=2",
+                   "--layout.servers=1", contains=[f"{events}:{bad_line}"], code=2, one_message=True)
 
 
 def case_non_finite_loss(r):
