@@ -46,7 +46,7 @@ test-asan: deps
 	  -DSTRATA_ENABLE_CUDA=OFF
 	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --test-dir $(ASAN_BUILD_DIR) --output-on-failure -L 'unit|mpi' -LE e2e --timeout 1200 $(CTEST_ARGS)
+	  ctest --test-dir $(ASAN_BUILD_DIR) --output-on-failure -L 'unit|mpi|fuzz' -LE e2e --timeout 1200 $(CTEST_ARGS)
 
 # libFuzzer targets (tests/fuzz) in a clang build of their own, with ASan and UBSan:
 # each target runs its corpus, then FUZZ_RUNS new inputs (make fuzz FUZZ_RUNS=1000000
