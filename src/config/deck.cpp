@@ -339,13 +339,17 @@ std::map<std::string, std::vector<int>> deck_key_lines(const std::string& path) 
     }
     const size_t first = line.find_first_not_of(" \t");
     if (first == std::string::npos || line[first] == '#' || line[first] == ';') continue;
+    const size_t close = line[first] == '[' ? line.find(']', first) : std::string::npos;
+    const size_t equals = line[first] == '[' ? std::string::npos : line.find('=', first);
+    if (close == std::string::npos && equals == std::string::npos) {
+      throw Error("input deck '" + path + "' line " + std::to_string(number) + " ('" + printable(line, 80) +
+                      "') is neither a '[section]' header nor a 'key = value' line",
+                  "close the section header with ']' or write the setting as key = value");
+    }
     if (line[first] == '[') {
-      const size_t close = line.find(']', first);
-      section = line.substr(first + 1, close == std::string::npos ? std::string::npos : close - first - 1);
+      section = line.substr(first + 1, close - first - 1);
       continue;
     }
-    const size_t equals = line.find('=', first);
-    if (equals == std::string::npos) continue;
     std::string key = line.substr(first, equals - first);
     while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
     lines[section.empty() ? key : section + "." + key].push_back(number);

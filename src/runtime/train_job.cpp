@@ -16,6 +16,8 @@
 #include "data/sequence_samples.hpp"
 #include "data/synthetic.hpp"
 #include "io/metrics_writer.hpp"
+#include "model/model.hpp"
+#include "runtime/batch_source.hpp"
 #include "runtime/checkpointing.hpp"
 #include "runtime/output_dir.hpp"
 #include "runtime/preemption.hpp"
@@ -193,6 +195,18 @@ int run_train_job(const RunOptions& options, MPI_Comm world) {
 // A stalled wait (runtime.stall_timeout_s) anywhere in the roles ends the
 // process here with kExitStalled, after its one-line report.
 TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm world) try {
+  // The checks that need the data's shape and the model (a bottom MLP that does
+  // not end in embedding_dim, a model that cannot read this data), on every
+  // rank alike and before anything is written.
+  try {
+    const DataShape shape = data_shape(options.data);
+    model::make_model(options.model, shape.num_dense, shape.num_tables, options.train.seed);
+  } catch (const Error& e) {
+    int rank = 0;
+    MPI_Comm_rank(world, &rank);
+    if (rank == 0) std::fprintf(stderr, "strata: error: %s\n", e.what());
+    return TrainJobResult{kExitBadInput, {}};
+  }
   if (!claim_train_output_dir(options, world)) return TrainJobResult{2, {}};  // rank 0 said why (exit 2: bad input)
   TrainJobResult result;
   RankContext context = split_roles(options.layout, world);
