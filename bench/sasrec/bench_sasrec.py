@@ -6,6 +6,28 @@ pointwise FFN, BCE on one negative per position) on the same event file, split, 
 size, batch and epochs. Both evaluate HR@10 / NDCG@10 of each user's validation event
 against 100 items the user never had.
 
+The PyTorch side trains what strata trains, so that the quality columns compare the
+engines and not two recipes (docs/PERFORMANCE.md lists what differed before):
+- the data: each user's most recent max_len events (strata's data.max_seq_len cuts
+  the corpus before the split), negatives drawn from the items that occur, never the
+  user's own (train and evaluation), one per position, fixed per user and position
+  across epochs, and the users in one fixed shuffled order (strata's samples are a
+  pure function of their index: the same every epoch);
+- the network: right-padded batches, so that the causal mask keeps padding out of
+  every real token's attention (strata's batches are jagged: a token attends only to
+  its own user's earlier tokens), positions counted back from the latest event, no
+  dropout, LayerNorm eps 1e-6;
+- the item rows: two per item, one the history reads and one the candidates (a
+  strata store row is a (batch table, key) pair, and SASRec's history and candidates
+  are tables 0 and 1, so strata does not tie them as the port does), uniform in
+  [-0.05, 0.05] (model.row_init_scale); Glorot-uniform weights and positions, zero biases;
+- the optimizers: Adam (beta2 0.999, eps 1e-8) on the dense weights and element-wise
+  Adagrad (lr --sparse-lr, eps 1e-8, accumulators from 0) on the item rows, as strata's
+  optim.dense = adam and optim.sparse = adagrad (Adagrad does not move a row whose
+  gradient is zero, so the dense torch Adagrad equals strata's sparse one).
+`--torch-recipe pmixer` instead runs the port's own recipe (N(0, 1) item rows, Adam on
+everything, attention over padding, fresh negatives every epoch) for reference.
+
 The two sides alternate, `--repeats` times each; medians are printed, and last the
 ratios: strata / PyTorch in sequences per second and the two quality differences.
 
@@ -67,7 +89,7 @@ def read_split(path):
     return users
 
 
-def run_strata(args, events, out_dir):
+def run_strata(args, events, out_dir, seed=None):
     cmd = mpirun(3) + [os.path.join(args.build, "bin", "strata"), "train", "--config",
                        os.path.join(ROOT, "inputs", "sasrec.ini"),
                        "--layout.trainers=1", "--layout.producers=1", "--layout.servers=1",
@@ -77,8 +99,13 @@ def run_strata(args, events, out_dir):
                        f"--model.sasrec_heads={args.heads}", f"--train.batch_size={args.batch}",
                        "--train.steps=0", f"--train.epochs={args.epochs}", "--train.eval_batch_size=256",
                        "--optim.dense=adam", f"--optim.dense_lr={args.lr}", "--optim.sparse=adagrad",
-                       f"--optim.sparse_lr={args.sparse_lr}", "--output.dir=" + out_dir, "--output.overwrite=true",
+                       f"--optim.sparse_lr={args.sparse_lr}", "--optim.beta1=0.9", "--optim.beta2=0.999",
+                       "--optim.eps=1e-8", "--optim.adagrad_init=0", f"--model.row_init_scale={args.row_init_scale}",
+                       "--data.sequence_eval=validation", "--data.sequence_eval_negatives=100",
+                       "--output.dir=" + out_dir, "--output.overwrite=true",
                        "--output.progress_every=1000000"]
+    if seed is not None:  # another model: initial values, user order and negatives
+        cmd += [f"--train.seed={seed}", f"--data.data_seed={seed}"]
     start = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.time() - start
@@ -97,9 +124,16 @@ def run_torch(args, users, num_items):
     import torch
     import torch.nn as nn
 
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(args.torch_threads)
+    seed = args.seed if args.torch_seed is None else args.torch_seed
+    torch.manual_seed(seed)
+    torch.set_num_threads(int(args.torch_threads))
     L, d = args.max_len, args.dim
+    strata_recipe = args.torch_recipe == "strata"
+
+    def glorot_(weight, fan_in, fan_out):
+        limit = math.sqrt(6.0 / (fan_in + fan_out))
+        with torch.no_grad():
+            weight.uniform_(-limit, limit)
 
     class Block(nn.Module):
         def __init__(self):
@@ -108,6 +142,13 @@ def run_torch(args, users, num_items):
             self.attn = nn.MultiheadAttention(d, args.heads, batch_first=True)
             self.ln2 = nn.LayerNorm(d, eps=1e-6)
             self.ffn = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, d))
+            if strata_recipe:  # strata's Linear: Glorot-uniform per d x d matrix, zero bias
+                for k in range(3):
+                    glorot_(self.attn.in_proj_weight[k * d:(k + 1) * d], d, d)
+                nn.init.zeros_(self.attn.in_proj_bias)
+                for lin in (self.attn.out_proj, self.ffn[0], self.ffn[2]):
+                    glorot_(lin.weight, d, d)
+                    nn.init.zeros_(lin.bias)
 
         def forward(self, x, mask, pad):
             q = self.ln1(x)
@@ -119,49 +160,101 @@ def run_torch(args, users, num_items):
     class SASRec(nn.Module):
         def __init__(self):
             super().__init__()
-            self.item = nn.Embedding(num_items + 1, d, padding_idx=0)
+            self.item = nn.Embedding(num_items + 1, d, padding_idx=0)  # input rows
+            # strata keeps a row per (batch table, key): the history's rows (table 0) and
+            # the candidates' rows (table 1) of an item are two rows; the port ties them.
+            self.out = nn.Embedding(num_items + 1, d, padding_idx=0) if strata_recipe else self.item
             self.pos = nn.Embedding(L, d)
             self.blocks = nn.ModuleList(Block() for _ in range(args.blocks))
             self.ln = nn.LayerNorm(d, eps=1e-6)
-            self.register_buffer("mask", torch.triu(torch.ones(L, L, dtype=torch.bool), 1))
+            self.register_buffer("causal", torch.triu(torch.ones(L, L, dtype=torch.bool), 1))
+            if strata_recipe:
+                with torch.no_grad():
+                    for table in (self.item, self.out):
+                        table.weight.uniform_(-args.row_init_scale, args.row_init_scale)
+                        table.weight[0].zero_()
+                glorot_(self.pos.weight, L, d)
 
-        def states(self, seq):
+        def states(self, seq, positions):
+            """seq (B, L) item ids, 0 = padding; positions (B, L) rows of pos."""
             pad = (seq > 0).unsqueeze(-1).float()
-            x = self.item(seq) * math.sqrt(d) + self.pos.weight.unsqueeze(0)
+            x = self.item(seq) * math.sqrt(d) + self.pos(positions)
             x = x * pad
             for b in self.blocks:
-                x = b(x, self.mask, pad)
+                x = b(x, self.causal, pad)
             return self.ln(x)
 
     model = SASRec()
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98))
-    rng = random.Random(args.seed)
+    if strata_recipe:  # optim.dense = adam, optim.sparse = adagrad
+        dense = [p for n, p in model.named_parameters() if not n.startswith(("item.", "out."))]
+        rows = [model.item.weight, model.out.weight]
+        opts = [torch.optim.Adam(dense, lr=args.lr, betas=(0.9, 0.999), eps=1e-8),
+                torch.optim.Adagrad(rows, lr=args.sparse_lr, eps=1e-8, initial_accumulator_value=0.0)]
+    else:
+        opts = [torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98))]
+    rng = random.Random(seed)
 
-    def left_pad(seq):
-        seq = seq[-L:]
-        return [0] * (L - len(seq)) + seq
+    def padded(seqs):
+        """(ids (B, L), positions (B, L), index of each row's last token (B)).
+        strata: right-padded, so that the causal mask alone keeps every real token to
+        its own user's earlier tokens (strata's jagged attention: no token sees
+        padding), positions counted back from the latest event (strata's P[L_b-1-i]).
+        pmixer: left-padded, absolute positions, padding attended as the port does."""
+        ids, positions, last = [], [], []
+        for s in seqs:
+            s = s[-L:]
+            n = len(s)
+            if strata_recipe:
+                ids.append(s + [0] * (L - n))
+                positions.append([n - 1 - i for i in range(n)] + [0] * (L - n))
+                last.append(max(n - 1, 0))
+            else:
+                ids.append([0] * (L - n) + s)
+                positions.append(list(range(L)))
+                last.append(L - 1)
+        return torch.tensor(ids), torch.tensor(positions), torch.tensor(last)
 
-    train = [u[:-2] if len(u) >= 3 else u for u in users]
-    train = [t for t in train if len(t) >= 2]
+    if strata_recipe:
+        users = [u[-L:] for u in users]  # data.max_seq_len cuts the corpus before the split
+    pool = sorted({i for u in users for i in u})  # items that occur
+    seen = [set(u) for u in users]
+
+    def negative(k):
+        """An item user k never had, from the items that occur (32 tries, as strata)."""
+        x = 0
+        for _ in range(32):
+            x = pool[rng.randrange(len(pool))] if strata_recipe else rng.randint(1, num_items)
+            if x not in seen[k]:
+                break
+        return x
+
+    train = [(k, u[:-2] if len(u) >= 3 else u) for k, u in enumerate(users)]
+    train = [(k, t) for k, t in train if len(t) >= 2]
+    fixed_negatives = {k: [negative(k) for _ in t[1:]] for k, t in train} if strata_recipe else None
+    order = list(range(len(train)))
+    rng.shuffle(order)
     steps = 0
     start = time.time()
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     for _ in range(args.epochs):
-        order = list(range(len(train)))
-        rng.shuffle(order)
+        if not strata_recipe:
+            rng.shuffle(order)
         for at in range(0, len(order) - args.batch + 1, args.batch):  # full batches, as strata
             rows = [train[i] for i in order[at:at + args.batch]]
-            seq = torch.tensor([left_pad(r[:-1]) for r in rows])
-            pos = torch.tensor([left_pad(r[1:]) for r in rows])
-            neg = torch.tensor([left_pad([rng.randint(1, num_items) for _ in r[1:]]) for r in rows])
-            h = model.states(seq)
-            ps = (h * model.item(pos)).sum(-1)
-            ns = (h * model.item(neg)).sum(-1)
+            seq, positions, _ = padded([t[:-1] for _, t in rows])
+            pos = padded([t[1:] for _, t in rows])[0]
+            neg = padded([fixed_negatives[k] if strata_recipe else [negative(k) for _ in t[1:]]
+                          for k, t in rows])[0]
+            h = model.states(seq, positions)
+            ps = (h * model.out(pos)).sum(-1)
+            ns = (h * model.out(neg)).sum(-1)
             valid = pos > 0
             loss = (nn.functional.softplus(-ps)[valid].sum() + nn.functional.softplus(ns)[valid].sum()) / len(rows)
-            opt.zero_grad()
+            for opt in opts:
+                opt.zero_grad()
             loss.backward()
-            opt.step()
+            for opt in opts:
+                opt.step()
             steps += 1
     train_s = time.time() - start
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
@@ -171,21 +264,13 @@ def run_torch(args, users, num_items):
     hits = ndcg = n = 0
     model.eval()
     with torch.no_grad():
-        evals = [u for u in users if len(u) >= 3]
-        seen = [set(u) for u in evals]
+        evals = [k for k, u in enumerate(users) if len(u) >= 3]
         for at in range(0, len(evals), 256):
             chunk = evals[at:at + 256]
-            seq = torch.tensor([left_pad(u[:-2]) for u in chunk])
-            cand = []
-            for k, u in enumerate(chunk):
-                c = [u[-2]]
-                while len(c) < 101:
-                    x = rng.randint(1, num_items)
-                    if x not in seen[at + k]:
-                        c.append(x)
-                cand.append(c)
-            h = model.states(seq)[:, -1, :]
-            scores = (h.unsqueeze(1) * model.item(torch.tensor(cand))).sum(-1)
+            seq, positions, last = padded([users[k][:-2] for k in chunk])
+            cand = [[users[k][-2]] + [negative(k) for _ in range(100)] for k in chunk]
+            h = model.states(seq, positions)[torch.arange(len(chunk)), last, :]
+            scores = (h.unsqueeze(1) * model.out(torch.tensor(cand))).sum(-1)
             rank = (scores[:, 1:] >= scores[:, :1]).sum(1)
             for r in rank.tolist():
                 n += 1
@@ -197,8 +282,10 @@ def run_torch(args, users, num_items):
 
 
 def torch_pythons(args):
-    """The PyTorch interpreters to compare: the venv of bench/fbgemm_venv.sh (a current
-    PyTorch, made if missing unless --no-venv) and Debian's python3-torch."""
+    """The PyTorch sides to compare, name -> (interpreter, threads): the venv of
+    bench/fbgemm_venv.sh (a current PyTorch, made if missing unless --no-venv) and
+    Debian's python3-torch (unless --no-debian), each with every --torch-threads count.
+    With other work on the cores, two spinning OpenMP threads can lose to one."""
     pythons = {}
     if not args.no_venv:
         env = dict(os.environ, STRATA_BUILD_DIR=os.path.relpath(args.build, ROOT))
@@ -208,15 +295,22 @@ def torch_pythons(args):
             pythons["torch-venv"] = proc.stdout.strip().splitlines()[-1]
         else:
             print("  (no venv torch: " + proc.stderr.strip()[-300:] + ")")
-    pythons["torch-debian"] = "/usr/bin/python3"
-    return pythons
+    if not args.no_debian:
+        pythons["torch-debian"] = "/usr/bin/python3"
+    counts = [int(t) for t in str(args.torch_threads).split(",")]
+    return {(f"{name}-t{t}" if len(counts) > 1 else name): (python, t)
+            for name, python in pythons.items() for t in counts}
 
 
-def run_torch_side(python, args, events):
-    """run_torch in `python` (another interpreter, another torch), one JSON line back."""
-    cmd = [python, os.path.abspath(__file__), "--torch-side", events] + [
+def run_torch_side(side, args, events, seed=None):
+    """run_torch in side's interpreter (another torch) and thread count, one JSON line back."""
+    python, threads = side
+    cmd = [python, os.path.abspath(__file__), "--torch-side", events, f"--torch-threads={threads}"] + [
         f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
-        if k not in ("torch_side", "no_venv", "build", "repeats") and v is not None]
+        if k not in ("torch_side", "no_venv", "no_debian", "build", "repeats", "torch_threads", "quality_seeds",
+                     "torch_seed") and v is not None]
+    if seed is not None:
+        cmd.append(f"--torch-seed={seed}")
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"{python} failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
@@ -238,10 +332,18 @@ def main():
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--sparse-lr", type=float, default=0.05)
+    p.add_argument("--row-init-scale", type=float, default=0.05, help="strata's model.row_init_scale")
+    p.add_argument("--torch-recipe", choices=("strata", "pmixer"), default="strata",
+                   help="strata: PyTorch trains what strata trains (default); pmixer: the port's own recipe")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--torch-threads", type=int, default=2)
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--torch-threads", default="2", help="PyTorch threads, or a list (1,2): one side per count")
+    p.add_argument("--seed", type=int, default=7, help="the event file's seed (and PyTorch's, unless --torch-seed)")
+    p.add_argument("--torch-seed", type=int, help=argparse.SUPPRESS)  # internal: PyTorch's model seed
+    p.add_argument("--quality-seeds", type=int, default=0,
+                   help="then train K more models per side (seeds 1..K: strata train.seed and data.data_seed, "
+                        "PyTorch's torch seed) and compare mean HR@10 / NDCG@10 (one seed's difference is noise)")
     p.add_argument("--no-venv", action="store_true", help="only Debian's torch")
+    p.add_argument("--no-debian", action="store_true", help="only the venv's torch")
     p.add_argument("--torch-side", help=argparse.SUPPRESS)  # internal: run the PyTorch side on this event file
     args = p.parse_args()
     if args.torch_side:
@@ -256,7 +358,7 @@ def main():
     pythons = torch_pythons(args)
     print(f"data: {args.users} users, {n} events, {args.items} items; L={args.max_len}, dim {args.dim}, "
           f"{args.blocks} blocks x {args.heads} heads, batch {args.batch}, {args.epochs} epochs; "
-          f"PyTorch with {args.torch_threads} threads ({', '.join(pythons)}); "
+          f"PyTorch sides {', '.join(pythons)} ({args.torch_recipe} recipe); "
           "strata 1 trainer + 1 producer + 1 server on the same 2 cores")
     sides = ["strata", *pythons]
     results = {side: [] for side in sides}
@@ -265,7 +367,7 @@ def main():
             res = run_strata(args, events, os.path.join(work, f"strata-{r}")) if side == "strata" else \
                 run_torch_side(pythons[side], args, events)
             results[side].append(res)
-            print(f"  run {r} {side:12s}: {res['seq_per_s']:9.1f} sequences/s, HR@10 {res['hr']:.4f}, "
+            print(f"  run {r} {side:15s}: {res['seq_per_s']:9.1f} sequences/s, HR@10 {res['hr']:.4f}, "
                   f"NDCG@10 {res['ndcg']:.4f}, {res['cpu_per_seq_ms']:.3f} CPU-ms/sequence"
                   + (f" (by role {json.dumps({k: round(v, 3) for k, v in res['cpu_by_role_ms'].items()})})"
                      if side == "strata" else ""))
@@ -274,12 +376,31 @@ def main():
     for side in sides:
         m = med[side]
         version = f" (torch {results[side][0]['version']})" if side != "strata" else ""
-        print(f"median {side:12s}: {m['seq_per_s']:.1f} sequences/s, HR@10 {m['hr']:.4f}, NDCG@10 {m['ndcg']:.4f}, "
+        print(f"median {side:15s}: {m['seq_per_s']:.1f} sequences/s, HR@10 {m['hr']:.4f}, NDCG@10 {m['ndcg']:.4f}, "
               f"{m['cpu_per_seq_ms']:.3f} CPU-ms/sequence{version}")
     best = max(pythons, key=lambda side: med[side]["seq_per_s"])  # the strongest peer
+    quality = {side: {"hr": [med[side]["hr"]], "ndcg": [med[side]["ndcg"]]} for side in ("strata", best)}
+    if args.quality_seeds > 0:
+        for seed in range(1, args.quality_seeds + 1):
+            for side in ("strata", best):
+                res = run_strata(args, events, os.path.join(work, f"strata-seed{seed}"), seed) if side == "strata" \
+                    else run_torch_side(pythons[side], args, events, seed)
+                quality[side]["hr"].append(res["hr"])
+                quality[side]["ndcg"].append(res["ndcg"])
+                print(f"  seed {seed} {side:15s}: HR@10 {res['hr']:.4f}, NDCG@10 {res['ndcg']:.4f}")
+        for side in ("strata", best):
+            q = quality[side]
+            print(f"over {len(q['hr'])} models {side:15s}: HR@10 {statistics.mean(q['hr']):.4f} "
+                  f"(sd {statistics.stdev(q['hr']):.4f}), NDCG@10 {statistics.mean(q['ndcg']):.4f} "
+                  f"(sd {statistics.stdev(q['ndcg']):.4f})")
     print(f"ratio sasrec sequences/s strata/{best}: {med['strata']['seq_per_s'] / med[best]['seq_per_s']:.3f}")
-    print(f"ratio sasrec HR@10 strata-{best}: {med['strata']['hr'] - med[best]['hr']:+.4f}")
-    print(f"ratio sasrec NDCG@10 strata-{best}: {med['strata']['ndcg'] - med[best]['ndcg']:+.4f}")
+    for metric, name in (("hr", "HR@10"), ("ndcg", "NDCG@10")):
+        a, b = quality["strata"][metric], quality[best][metric]
+        diff = statistics.mean(a) - statistics.mean(b)
+        models = len(a)
+        se = math.sqrt(statistics.variance(a) / models + statistics.variance(b) / models) if models > 1 else 0.0
+        print(f"ratio sasrec {name} strata-{best}: {diff:+.4f}" +
+              (f" (mean of {models} models each, standard error {se:.4f})" if models > 1 else ""))
 
 
 if __name__ == "__main__":
