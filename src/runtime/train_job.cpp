@@ -1,6 +1,7 @@
 #include "runtime/train_job.hpp"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "data/synthetic.hpp"
 #include "io/metrics_writer.hpp"
 #include "model/model.hpp"
+#include "model/optimizers.hpp"
 #include "runtime/batch_source.hpp"
 #include "runtime/checkpointing.hpp"
 #include "runtime/output_dir.hpp"
@@ -36,7 +38,15 @@ struct RankReport {
   double values[32] = {};
   double train_cpu[2] = {};  // user, sys over the role's training loop
   double run_cpu[2] = {};    // user, sys of the whole process
+  double peak_rss_mib = 0;   // the process's high-water resident memory
 };
+
+// This process's peak resident set (getrusage: KiB on Linux), in MiB.
+double peak_rss_mib() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_maxrss) / 1024.0;
+}
 
 enum ProducerField { kBatches, kSamples, kBytesSent, kBuildS, kBlockedS, kLines, kMalformed, kL1Hits, kL1Misses,
                      kL1Evictions, kL2Hits, kL2Misses, kL2Evictions, kL2WriteBacks, kFallbackRows, kBytesL3ToL2,
@@ -57,7 +67,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
   double lines = 0, malformed = 0, server_rows = 0, server_memory = 0, producer_blocked = 0, producer_build = 0;
   double tiered[kProducerFields] = {};  // producer fields summed (maxima for the row counts)
   const char* role_names[3] = {"trainer", "producer", "server"};
-  double train_cpu[3][2] = {}, run_cpu[3][2] = {};
+  double train_cpu[3][2] = {}, run_cpu[3][2] = {}, peak_rss[3] = {};
   int role_ranks[3] = {};
   tiered[kPsFallbackRound] = -1;
   for (const auto& r : reports) {
@@ -65,6 +75,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
     const int role = r.role == int32_t(Role::kTrainer) ? 0 : r.role == int32_t(Role::kProducer) ? 1 : 2;
     role_ranks[role] += 1;
     for (int k = 0; k < 2; ++k) train_cpu[role][k] += r.train_cpu[k], run_cpu[role][k] += r.run_cpu[k];
+    peak_rss[role] = std::max(peak_rss[role], r.peak_rss_mib);
     switch (static_cast<Role>(r.role)) {
       case Role::kTrainer:
         stall += v[kStallS], pull_wait += v[kPullWaitS], rows_pulled += v[kRowsPulled];
@@ -155,6 +166,20 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
   summary["cpu_s"]["total"] = total_cpu;
   summary["cpu_s_whole_run"] = cpu_run;
   summary["cpu_us_per_sample"] = per_sample;
+  // Memory beside the budgets (README "Memory"): each role's largest peak RSS,
+  // and what the servers' row tables hold per row against the row's own bytes.
+  nlohmann::json rss;
+  for (int role = 0; role < 3; ++role) {
+    if (role_ranks[role] > 0) rss[role_names[role]] = peak_rss[role];
+  }
+  const double row_payload = double(options.model.embedding_dim +
+                                    model::make_sparse_optimizer(options.optim)->state_width(options.model.embedding_dim)) *
+                             sizeof(float);
+  summary["memory"] = {{"peak_rss_mib", rss},
+                       {"budgets_mib", {{"l1_per_trainer", options.store.mode == "tiered" ? options.store.l1_mb : 0.0},
+                                        {"l2_per_producer", options.store.mode == "tiered" ? options.store.l2_mb : 0.0}}},
+                       {"server_bytes_per_row", server_rows > 0 ? server_memory / server_rows : 0.0},
+                       {"row_payload_bytes", row_payload}};
   if (options.store.min_count > 1) {
     summary["admission"] = {{"min_count", options.store.min_count},
                             {"keys_seen", tiered[kAdmissionSeen]},
@@ -303,6 +328,7 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
 
   const CpuTimes run_cpu = process_cpu_times();
   mine.run_cpu[0] = run_cpu.user, mine.run_cpu[1] = run_cpu.sys;
+  mine.peak_rss_mib = peak_rss_mib();
   std::vector<RankReport> reports(context.world_rank == 0 ? context.layout.world_size() : 0);
   comm::check_mpi(MPI_Gather(&mine, sizeof(RankReport), MPI_BYTE, reports.data(), sizeof(RankReport), MPI_BYTE, 0,
                              world),

@@ -36,18 +36,20 @@ int64_t RowTable::insert_at(size_t b, uint32_t table, uint64_t key) {
   }
   const int64_t slot = static_cast<int64_t>(count_++);
   index_[b] = Bucket{key, table, static_cast<uint32_t>(slot)};
-  ids_.push_back({table, key});
-  counts_.push_back(0);
   if ((slot >> kChunkBits) >= static_cast<int64_t>(chunks_.size())) {
-    const size_t floats = (size_t(1) << kChunkBits) * width_;
-    chunks_.emplace_back(new float[floats]);
+    const size_t rows = size_t(1) << kChunkBits;
+    chunks_.emplace_back(new float[rows * width_]);
+    id_chunks_.emplace_back(new RowId[rows]);
+    count_chunks_.emplace_back(new uint64_t[rows]);
   }
   std::memset(row(slot), 0, sizeof(float) * width_);
+  id_chunks_[slot >> kChunkBits][slot & kChunkMask] = RowId{table, key};
+  access_count(slot) = 0;
   return slot;
 }
 
 int64_t RowTable::find_or_insert(uint32_t table, uint64_t key, bool* created) {
-  if ((count_ + 1) * 2 > index_.size()) grow_index();  // load factor <= 0.5
+  if ((count_ + 1) * 4 > index_.size() * 3) grow_index();  // load factor <= 3/4
   size_t b = bucket_of(table, key);
   for (;; b = (b + 1) & mask_) {
     const Bucket& bucket = index_[b];
@@ -64,7 +66,7 @@ int64_t RowTable::find_or_insert(uint32_t table, uint64_t key, bool* created) {
 void RowTable::find_or_insert_many(const uint32_t* tables, const uint64_t* keys, size_t n, int64_t* slots,
                                    uint8_t* created) {
   // Growing first keeps the buckets (and so the prefetched addresses) fixed below.
-  while ((count_ + n) * 2 > index_.size()) grow_index();
+  while ((count_ + n) * 4 > index_.size() * 3) grow_index();
   constexpr size_t kAhead = 12;
   std::vector<size_t>& buckets = scratch_buckets_;
   buckets.resize(n);
@@ -104,13 +106,13 @@ void RowTable::grow_index() {
 std::vector<int64_t> RowTable::sorted_slots() const {
   std::vector<int64_t> slots(count_);
   std::iota(slots.begin(), slots.end(), 0);
-  std::sort(slots.begin(), slots.end(), [&](int64_t a, int64_t b) { return ids_[a] < ids_[b]; });
+  std::sort(slots.begin(), slots.end(), [&](int64_t a, int64_t b) { return id(a) < id(b); });
   return slots;
 }
 
 size_t RowTable::memory_bytes() const {
-  return chunks_.size() * (size_t(1) << kChunkBits) * width_ * sizeof(float) +
-         counts_.capacity() * sizeof(uint64_t) + ids_.capacity() * sizeof(RowId) + index_.capacity() * sizeof(Bucket);
+  return chunks_.size() * (size_t(1) << kChunkBits) * (width_ * sizeof(float) + sizeof(RowId) + sizeof(uint64_t)) +
+         index_.capacity() * sizeof(Bucket);
 }
 
 }  // namespace strata::store

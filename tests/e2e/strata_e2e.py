@@ -17,6 +17,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TINY = os.path.join(HERE, "tiny.ini")
+ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 class Runner:
@@ -174,6 +175,18 @@ def case_summary_fields(r):
         assert key in s, f"summary.json lacks {key}"
     assert s["mode"] == "ps" and s["steps"] == 60 and s["samples"] == 60 * 128
     assert s["bytes"]["server_to_trainer"] > 0 and s["bytes"]["producer_to_trainer"] > 0
+    # Memory beside the budgets: every role's peak RSS; on the default deck's
+    # tables (hundreds of thousands of rows), a server row costs at most twice its
+    # payload (16 values + 16 Adagrad floats).
+    memory = s["memory"]
+    assert set(memory["peak_rss_mib"]) == {"trainer", "producer", "server"}, memory
+    assert all(v > 0 for v in memory["peak_rss_mib"].values()), memory
+    assert memory["row_payload_bytes"] == ROW_BYTES, memory
+    big = r.run("fields_default", 3, "--layout.trainers=1", "--train.steps=100", "--train.eval=false",
+                deck=os.path.join(ROOT, "inputs", "default.ini"))["memory"]
+    assert big["row_payload_bytes"] == 128, big
+    assert 0 < big["server_bytes_per_row"] <= 2 * big["row_payload_bytes"], big
+    print("server bytes per row", big["server_bytes_per_row"], "payload", big["row_payload_bytes"])
     lines = open(os.path.join(r.workdir, "fields", "metrics.jsonl")).read().splitlines()
     assert len(lines) == 3, lines
     assert json.loads(lines[-1])["step"] == 60
