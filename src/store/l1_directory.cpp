@@ -106,8 +106,8 @@ void L1Directory::add_round(int64_t round, const OwnerRequests& requests, std::v
     const bool had_no_future = e.future.empty();
     e.future.set(round);
     if (e.slot >= 0 && e.pins == 0 && had_no_future) {
-      e.usage.next_use = round;  // a use just became known
-      queue_.update(e.slot, e.usage);
+      usage_[e.slot].next_use = round;  // a use just became known
+      queue_.update(e.slot, usage_[e.slot]);
     }
   }
 }
@@ -122,7 +122,7 @@ void L1Directory::evict_slot(int32_t victim_slot, StagingPlan& plan) {
   --present_;
   plan.evict.push_back(e.id);
   plan.evict_slots.push_back(victim_slot);
-  plan.evict_next_use.push_back(e.usage.next_use);
+  plan.evict_next_use.push_back(usage_[victim_slot].next_use);
   release_if_unused(victim);
 }
 
@@ -136,14 +136,14 @@ void L1Directory::plan(int64_t round, int depth, StagingPlan& plan) {
     const auto& distinct = old.distinct;
     for (size_t i = 0; i < distinct.size(); ++i) {
       if (i + 2 * kAhead < distinct.size()) prefetch_entry(distinct[i + 2 * kAhead]);
-      if (i + kAhead < distinct.size()) prefetch_queue_of(distinct[i + kAhead]);
+      if (i + kAhead < distinct.size()) prefetch_slot_of(distinct[i + kAhead]);
       Entry& e = entries_[distinct[i]];
       e.future.clear(old.round);
       if (pinned && --e.pins == 0) {
         --pinned_;
         if (e.slot >= 0) {
-          e.usage.next_use = e.future.next_after(old.round);
-          queue_.update(e.slot, e.usage);
+          usage_[e.slot].next_use = e.future.next_after(old.round);
+          queue_.update(e.slot, usage_[e.slot]);
         }
       }
       release_if_unused(distinct[i]);
@@ -160,7 +160,7 @@ void L1Directory::plan(int64_t round, int depth, StagingPlan& plan) {
     const auto& distinct = known.distinct;
     for (size_t i = 0; i < distinct.size(); ++i) {
       if (i + 2 * kAhead < distinct.size()) prefetch_entry(distinct[i + 2 * kAhead]);
-      if (i + kAhead < distinct.size()) prefetch_queue_of(distinct[i + kAhead]);
+      if (i + kAhead < distinct.size()) prefetch_slot_of(distinct[i + kAhead]);
       Entry& e = entries_[distinct[i]];
       if (++e.pins != 1) continue;
       ++pinned_;
@@ -190,10 +190,11 @@ void L1Directory::plan(int64_t round, int depth, StagingPlan& plan) {
   const KnownRound& front = rounds_.front();
   const auto& distinct = front.distinct;
   for (size_t i = 0; i < distinct.size(); ++i) {
-    if (i + kAhead < distinct.size()) prefetch_entry(distinct[i + kAhead]);
+    if (i + 2 * kAhead < distinct.size()) prefetch_entry(distinct[i + 2 * kAhead]);
+    if (i + kAhead < distinct.size()) prefetch_slot_of(distinct[i + kAhead]);
     const int32_t index = distinct[i];
     if (entries_[index].slot >= 0) {
-      policy_.record_access(entries_[index].usage, round);
+      policy_.record_access(usage_[entries_[index].slot], round);
       ++plan.hits;
       continue;
     }
@@ -209,14 +210,16 @@ void L1Directory::plan(int64_t round, int depth, StagingPlan& plan) {
     } else {
       e.slot = static_cast<int32_t>(entry_of_slot_.size());  // a slot never used before
       entry_of_slot_.push_back(-1);
+      usage_.emplace_back();
     }
     entry_of_slot_[e.slot] = index;
     ++present_;
-    e.usage = RowUsage{};
-    if (history_) policy_.admit(e.usage, history_->frequency(e.id.table, e.id.key));
-    policy_.record_access(e.usage, round);
-    e.usage.next_use = e.future.next_after(round);
-    if (e.pins == 0) queue_.update(e.slot, e.usage);
+    RowUsage& usage = usage_[e.slot];
+    usage = RowUsage{};
+    if (history_) policy_.admit(usage, history_->frequency(e.id.table, e.id.key));
+    policy_.record_access(usage, round);
+    usage.next_use = e.future.next_after(round);
+    if (e.pins == 0) queue_.update(e.slot, usage);
     plan.insert.push_back(e.id);
     plan.insert_slots.push_back(e.slot);
   }

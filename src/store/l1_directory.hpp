@@ -111,14 +111,17 @@ class L1Directory {
   size_t entries() const { return index_.size(); }
 
  private:
-  struct alignas(32) Entry {  // 96 bytes: two cache lines at most
+  // One cache line, so each per-round pass costs one miss per row. What the
+  // policy knows of a row matters only while it is present: it lives by slot
+  // (usage_), not here.
+  struct alignas(64) Entry {
     RoundMask future;      // bit (r mod 256): the row is used in known round r
     int64_t listed = -1;   // last round whose requests listed it (de-duplication)
     int32_t pins = 0;      // window rounds that need the row
     int32_t slot = -1;     // L1 slot when present, else -1
-    RowUsage usage;
     RowId id;
   };
+  static_assert(sizeof(Entry) == 64, "an entry is one cache line");
   struct KnownRound {
     int64_t round = 0;
     std::vector<int32_t> distinct;  // entry indices, first-request order
@@ -128,14 +131,13 @@ class L1Directory {
   int32_t entry_index(const RowId& id);  // creates the entry when absent
   void release_if_unused(int32_t index);
   void evict_slot(int32_t slot, StagingPlan& plan);
-  void prefetch_entry(int32_t index) const {
-    const char* at = reinterpret_cast<const char*>(&entries_[index]);
-    __builtin_prefetch(at);
-    __builtin_prefetch(at + 64);
-  }
-  // The queue's state of an entry's slot (the entry itself was prefetched earlier).
-  void prefetch_queue_of(int32_t index) const {
-    if (entries_[index].slot >= 0) queue_.prefetch(entries_[index].slot);
+  void prefetch_entry(int32_t index) const { __builtin_prefetch(&entries_[index]); }
+  // The usage and queue state of an entry's slot (the entry itself was prefetched earlier).
+  void prefetch_slot_of(int32_t index) const {
+    const int32_t slot = entries_[index].slot;
+    if (slot < 0) return;
+    __builtin_prefetch(&usage_[slot]);
+    queue_.prefetch(slot);
   }
 
   int owner_;
@@ -148,6 +150,7 @@ class L1Directory {
   std::vector<Entry> entries_;
   std::vector<int32_t> free_entries_;
   std::vector<int32_t> entry_of_slot_;  // L1 slot -> entries_ index
+  std::vector<RowUsage> usage_;         // L1 slot -> what the policy knows of its row
   std::vector<int32_t> free_slots_;
   std::deque<KnownRound> rounds_;    // added, not retired
   std::vector<KnownRound> spare_rounds_;  // retired, kept for their capacity

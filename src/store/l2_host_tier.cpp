@@ -13,6 +13,9 @@
 #include "store/tiered_protocol.hpp"
 
 namespace strata::store {
+namespace {
+constexpr size_t kAhead = 8;  // rows in flight in each loop's prefetch
+}  // namespace
 
 L2HostTier::L2HostTier(int64_t capacity_rows, int64_t arena_rows, int width, const EvictionPolicy& policy, MPI_Comm world,
                        std::vector<int> server_ranks, std::function<void()> service,
@@ -75,12 +78,24 @@ void L2HostTier::set_capacity(int64_t rows) {
   if (spill.size()) write_to_servers(spill, /*wait=*/false);
 }
 
-void L2HostTier::note_future_use(const RowId& id, int64_t round) {
+void L2HostTier::note_future_use(const std::vector<RowId>& ids, int64_t round) {
   if (!cache_) return;
-  const int64_t slot = cache_->find(id);
-  if (slot < 0 || usage_[slot].next_use <= round) return;
-  usage_[slot].next_use = round;
-  queue_.update(slot, usage_[slot]);
+  const size_t n = ids.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + 2 * kAhead < n) cache_->prefetch(ids[i + 2 * kAhead]);
+    if (i + kAhead < n) prefetch_slot(cache_->find(ids[i + kAhead]));
+    const int64_t slot = cache_->find(ids[i]);
+    if (slot < 0 || usage_[slot].next_use <= round) continue;
+    usage_[slot].next_use = round;
+    queue_.update(slot, usage_[slot]);
+  }
+}
+
+void L2HostTier::prefetch_slot(int64_t slot) const {
+  if (slot < 0) return;
+  __builtin_prefetch(cache_->row(slot));
+  if (static_cast<size_t>(slot) < usage_.size()) __builtin_prefetch(&usage_[slot]);
+  queue_.prefetch(slot);
 }
 
 void L2HostTier::remove(int64_t slot) {
@@ -112,9 +127,9 @@ void L2HostTier::read(const std::vector<RowId>& ids, int64_t round, float* value
   }
   missing_.clear();
   missing_at_.clear();
-  constexpr size_t kAhead = 8;
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (i + kAhead < ids.size()) cache_->prefetch(ids[i + kAhead]);
+    if (i + 2 * kAhead < ids.size()) cache_->prefetch(ids[i + 2 * kAhead]);
+    if (i + kAhead < ids.size()) prefetch_slot(cache_->find(ids[i + kAhead]));
     const int64_t slot = cache_->find(ids[i]);
     if (slot < 0) {
       missing_.push_back(ids[i]);
@@ -140,7 +155,11 @@ void L2HostTier::write_back(const RowBlock& rows, int64_t round, const int64_t* 
   }
   RowBlock spill;
   spill.width = width_;
-  for (size_t i = 0; i < rows.size(); ++i) {
+  const size_t n = rows.size();
+  for (size_t i = 0; i < n; ++i) {
+    // Two stages ahead: the row's bucket, then (bucket loaded) its slot's row and bookkeeping.
+    if (i + 2 * kAhead < n) cache_->prefetch(rows.ids[i + 2 * kAhead]);
+    if (i + kAhead < n) prefetch_slot(cache_->find(rows.ids[i + kAhead]));
     int64_t slot = cache_->find(rows.ids[i]);
     if (slot >= 0) {
       std::copy(rows.row(i), rows.row(i) + width_, cache_->row(slot));
@@ -209,6 +228,7 @@ void L2HostTier::fetch_from_servers(const std::vector<RowId>& ids, const std::ve
   std::vector<std::vector<size_t>> position(servers);
   auto row_of = [&](size_t i) { return values + (at ? (*at)[i] : i) * width_; };
   for (size_t i = 0; i < ids.size(); ++i) {
+    if (i + kAhead < ids.size()) on_servers_.prefetch(ids[i + kAhead]);
     if (!servers_may_hold_rows_ && !on_servers_.contains(ids[i])) {  // never written down: the servers lack it
       new_row_(ids[i], row_of(i));
       counters_.rows_created += 1;
@@ -279,6 +299,7 @@ void L2HostTier::write_to_servers(const RowBlock& rows, bool wait) {
   std::vector<RowBlock> per_server(servers);
   for (auto& b : per_server) b.width = width_;
   for (size_t i = 0; i < rows.size(); ++i) {
+    if (i + kAhead < rows.size()) on_servers_.prefetch(rows.ids[i + kAhead]);
     per_server[server_of(rows.ids[i].table, rows.ids[i].key, servers)].append(rows.ids[i], rows.row(i));
     on_servers_.insert(rows.ids[i], 1);
   }

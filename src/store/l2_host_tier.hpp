@@ -42,8 +42,8 @@ class L2HostTier {
              std::vector<int> server_ranks, std::function<void()> service,
              std::function<void(const RowId&, float*)> new_row, std::function<int64_t(const RowId&)> next_use,
              const AccessHistory* history = nullptr, bool servers_may_hold_rows = false);
-  // A round that needs `id` entered the look-ahead horizon (no-op if the row is not here).
-  void note_future_use(const RowId& id, int64_t round);
+  // A round that needs `ids` entered the look-ahead horizon (rows not here are skipped).
+  void note_future_use(const std::vector<RowId>& ids, int64_t round);
 
   // Full rows (values + state) of `ids`, in order, into values (n, width), with
   // one dirty flag each (1: newer than the servers' copy). Rows found here leave L2.
@@ -83,6 +83,7 @@ class L2HostTier {
   void complete_sends(bool all);
   void touch(int64_t slot, int64_t round, int64_t next_use = INT64_MAX);
   void remove(int64_t slot);  // drops a row without writing it anywhere
+  void prefetch_slot(int64_t slot) const;  // a slot's row and bookkeeping (no-op for -1)
 
   int width_;
   const EvictionPolicy& policy_;

@@ -86,7 +86,7 @@ void ProducerStaging::add_round(int64_t round, const std::vector<OwnerRequests>&
     distinct_.clear();
     directories_[i].add_round(round, per_owner[i], &absent_, trace_ ? &distinct_ : nullptr);
     if (trace_) trace_->write(round, owners_[i], distinct_);
-    for (const RowId& id : absent_) l2_->note_future_use(id, round);
+    l2_->note_future_use(absent_, round);
   }
   counters_.staging_s += since(start);
   counters_.staging_cpu_s += thread_cpu_seconds() - cpu_start;
