@@ -30,7 +30,9 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("layout.trainers", o.layout.trainers, "ranks that run the dense network (one per GPU or core)");
   v("layout.servers", o.layout.servers, "parameter-server ranks holding the sparse tables");
   v("layout.dp", o.layout.dp, "data-parallel replicas; dp x sp x ep = trainers (0 = trainers / (sp x ep))");
-  v("layout.sp", o.layout.sp, "sequence-parallel degree (sp > 1 is not yet supported)");
+  v("layout.sp", o.layout.sp, "sequence-parallel degree: sasrec/hstu attention shared by sp trainers");
+  v("layout.sp_min_len", o.layout.sp_min_len, "sp > 1: histories longer than this are split over the SP group");
+  v("layout.sp_mode", o.layout.sp_mode, "sp > 1: ring (query chunks) | alltoall (heads, Ulysses)");
   v("layout.ep", o.layout.ep, "expert-parallel degree: model.kind = moe's experts sharded over ep trainers");
 
   v("data.source", o.data.source,
@@ -199,6 +201,7 @@ const std::map<std::string, std::vector<std::string>>& choices() {
       {"optim.dense", {"adam", "adagrad", "sgd"}},
       {"optim.sparse", {"adagrad", "sgd"}},
       {"store.mode", {"ps", "tiered"}},
+      {"layout.sp_mode", {"ring", "alltoall"}},
       {"store.policy", {"lru", "lfu", "lfu_decay", "lookahead"}},
       {"output.log_level", {"trace", "debug", "info", "warn", "error"}},
   };
@@ -489,8 +492,24 @@ void validate(const RunOptions& options) {
   require_positive("layout.servers", options.layout.servers);
   const ParallelLayout parallel = resolve_parallel_layout(options.layout);
   if (parallel.sp > 1) {
-    throw Error("layout.sp = " + std::to_string(parallel.sp) + ": sequence parallel is not yet supported",
-                "set layout.sp = 1 (data and expert parallel: layout.dp, layout.ep)");
+    // din's work over a history is GEMMs over all of a trainer's events (the activation
+    // unit and its weight gradient), whose bits depend on the GEMM's row count: moving
+    // events to another trainer would change them (docs/PARALLEL.md, "Sequence parallel").
+    if (!next_item_model(options.model.kind)) {
+      throw Error("layout.sp = " + std::to_string(parallel.sp) + " shares attention over a sequence, but model.kind = " +
+                      options.model.kind + " has none that can be split exactly",
+                  "set layout.sp = 1, or model.kind = sasrec or hstu (see docs/PARALLEL.md)");
+    }
+    if (options.layout.sp_min_len < 0) {
+      throw Error("bad value " + std::to_string(options.layout.sp_min_len) + " for layout.sp_min_len",
+                  "layout.sp_min_len must be >= 0 (histories longer than it are split over the SP group)");
+    }
+    const int heads = options.model.kind == "sasrec" ? options.model.sasrec_heads : options.model.hstu_heads;
+    if (options.layout.sp_mode == "alltoall" && heads % parallel.sp != 0) {
+      throw Error("layout.sp_mode = alltoall splits heads, but model." + options.model.kind + "_heads = " +
+                      std::to_string(heads) + " is not a multiple of layout.sp = " + std::to_string(parallel.sp),
+                  "set model." + options.model.kind + "_heads to a multiple of layout.sp, or layout.sp_mode = ring");
+    }
   }
   if (parallel.ep > 1 && options.model.kind != "moe") {
     throw Error("layout.ep = " + std::to_string(parallel.ep) + " shards experts, but model.kind = " +

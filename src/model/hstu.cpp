@@ -95,6 +95,9 @@ struct Hstu::Impl {
   std::vector<HstuBlock> blocks;
   LayerNorm final_ln;
   host::AttentionScratch attention_scratch;
+  // layout.sp > 1: the attention of a training step is shared with the SP group.
+  std::unique_ptr<SequenceParallelAttention> sequence_parallel;
+  bool training_step = false;  // forward_backward sets it: evaluation stays local
 
   static std::vector<HstuBlock> make_blocks(DenseParameters& params, const HstuShape& s) {
     std::vector<HstuBlock> out;
@@ -146,6 +149,8 @@ struct Hstu::Impl {
     embed_history(history, B, items, pos, D, token_position, stream[0]);
     const host::JaggedAttentionShape attention_shape{B, shape.heads, shape.head_dim(), history.offsets.data()};
     dy.resize(ND);  // the output projection before it joins the stream
+    SequenceParallelAttention* sp = training_step ? sequence_parallel.get() : nullptr;
+    if (sp != nullptr) sp->plan(B, history.offsets.data());
     for (int l = 0; l < shape.blocks; ++l) {
       const HstuBlock& block = blocks[l];
       BlockActivations& a = acts[l];
@@ -154,7 +159,11 @@ struct Hstu::Impl {
       for (auto* buffer : {&a.in_mean, &a.in_rstd, &a.av_mean, &a.av_rstd}) buffer->resize(size_t(N));
       a.pre.resize(4 * ND);
       stream[l + 1].resize(ND);
-      if (N == 0) continue;
+      const float* rab = params.values().data() + block.relative_bias;
+      if (N == 0) {
+        if (sp != nullptr) sp->forward(nullptr, nullptr, nullptr, rab, shape.buckets, nullptr, nullptr);
+        continue;
+      }
 
       block.input_ln.forward(params, x, N, a.ln_in.data(), a.in_mean.data(), a.in_rstd.data());
       block.uvqk.forward(params, a.ln_in.data(), N, a.pre.data());
@@ -167,9 +176,11 @@ struct Hstu::Impl {
             parts[c][d] = z * sigmoid(z);
           }
       }
-      host::hstu_attention_forward(attention_shape, a.q.data(), a.k.data(), a.v.data(),
-                                   params.values().data() + block.relative_bias, shape.buckets, a.av.data(),
-                                   attention_scratch);
+      if (sp != nullptr)
+        sp->forward(a.q.data(), a.k.data(), a.v.data(), rab, shape.buckets, a.av.data(), nullptr);
+      else
+        host::hstu_attention_forward(attention_shape, a.q.data(), a.k.data(), a.v.data(), rab, shape.buckets,
+                                     a.av.data(), attention_scratch);
       block.attention_ln.forward(params, a.av.data(), N, a.ln_av.data(), a.av_mean.data(), a.av_rstd.data());
       for (size_t i = 0; i < ND; ++i) a.gated[i] = a.ln_av[i] * a.u[i];
       block.output.forward(params, a.gated.data(), N, dy.data());
@@ -210,10 +221,15 @@ struct Hstu::Impl {
       }
       std::fill(dav.begin(), dav.end(), 0.0f);
       block.attention_ln.backward(params, a.av.data(), a.av_mean.data(), a.av_rstd.data(), dn.data(), N, dav.data());
-      host::hstu_attention_backward(attention_shape, a.q.data(), a.k.data(), a.v.data(),
+      if (sequence_parallel != nullptr && training_step)
+        sequence_parallel->backward(a.q.data(), a.k.data(), a.v.data(), nullptr, nullptr,
                                     params.values().data() + block.relative_bias, shape.buckets, dav.data(),
-                                    dq.data(), dk.data(), dv.data(), params.grads(block.relative_bias),
-                                    attention_scratch);
+                                    dq.data(), dk.data(), dv.data(), params.grads(block.relative_bias));
+      else
+        host::hstu_attention_backward(attention_shape, a.q.data(), a.k.data(), a.v.data(),
+                                      params.values().data() + block.relative_bias, shape.buckets, dav.data(),
+                                      dq.data(), dk.data(), dv.data(), params.grads(block.relative_bias),
+                                      attention_scratch);
       // U, V, Q, K = SiLU(pre); SiLU'(z) = sigmoid(z) (1 + z (1 - sigmoid(z))).
       for (int t = 0; t < N; ++t) {
         const float* pre = &a.pre[size_t(t) * 4 * D];
@@ -254,7 +270,23 @@ const HstuShape& Hstu::shape() const { return impl_->shape; }
 
 double Hstu::forward_backward(const data::Batch& batch, const std::vector<const float*>& rows,
                               const std::vector<float*>& row_grads, float loss_scale) {
+  impl_->training_step = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{impl_->training_step};
   return next_item_forward_backward(*impl_, batch, rows, row_grads, loss_scale);
+}
+
+void Hstu::set_sequence_group(SequenceGroup* group, const SequenceParallelOptions& options) {
+  impl_->sequence_parallel.reset();
+  if (group != nullptr && group->size() > 1)
+    impl_->sequence_parallel = std::make_unique<SequenceParallelAttention>(
+        *group, host::AttentionKind::kHstu, impl_->shape.heads, impl_->shape.head_dim(), options);
+}
+
+SequenceParallelStats Hstu::take_sequence_parallel_stats() {
+  return impl_->sequence_parallel ? impl_->sequence_parallel->take_stats() : SequenceParallelStats{};
 }
 
 void Hstu::score_candidates(const data::Batch& batch, const std::vector<const float*>& rows,

@@ -81,6 +81,10 @@ class Hstu final : public Model {
   // must hold at least one key.
   void predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) override;
 
+  // layout.sp > 1: training steps share the attention with the group (model/sequence_parallel.hpp).
+  void set_sequence_group(SequenceGroup* group, const SequenceParallelOptions& options) override;
+  SequenceParallelStats take_sequence_parallel_stats() override;
+
   bool ranks_items() const override { return true; }
   // h_{L_b - 1} . e(candidate) for every candidate of sample b, in bag order; 0 for
   // every candidate of a sample without history.

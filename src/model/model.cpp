@@ -23,6 +23,14 @@ void Model::set_expert_group(ExpertGroup* group) {
   }
 }
 
+void Model::set_sequence_group(SequenceGroup* group, const SequenceParallelOptions&) {
+  if (group != nullptr && group->size() > 1) {
+    throw Error("layout.sp = " + std::to_string(group->size()) + " shares attention over a sequence, but model.kind " +
+                    kind() + " has none that can be split exactly",
+                "set layout.sp = 1, or model.kind = sasrec or hstu (see docs/PARALLEL.md)");
+  }
+}
+
 const std::vector<std::string>& model_kinds() {
   static const std::vector<std::string> kinds = {"dlrm", "din", "sasrec", "hstu", "moe"};
   return kinds;

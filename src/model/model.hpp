@@ -14,6 +14,8 @@
 #include "data/batch.hpp"
 #include "model/dense_parameters.hpp"
 #include "model/expert_group.hpp"
+#include "model/sequence_group.hpp"
+#include "model/sequence_parallel.hpp"
 
 namespace strata::model {
 
@@ -64,6 +66,15 @@ class Model {
   // (with empty batches when it has none). The default throws strata::Error naming
   // layout.ep for a group of more than one member: the model has no experts.
   virtual void set_expert_group(ExpertGroup* group);
+
+  // Sequence parallel: the trainers this one shares its attention with, or null. The
+  // group must outlive the model's use of it; while it has more than one member every
+  // member calls forward_backward together (predict and score_candidates stay local).
+  // The default throws strata::Error naming layout.sp for a group of more than one
+  // member: the model has no attention that can be split exactly.
+  virtual void set_sequence_group(SequenceGroup* group, const SequenceParallelOptions& options);
+  // What the sequence-parallel plans looked like since the last call, then reset.
+  virtual SequenceParallelStats take_sequence_parallel_stats() { return {}; }
 
   // True when the trainers must sum the dense gradients in trainer order
   // (comm::ordered_allreduce_sum) rather than in MPI's order: the expert gradients

@@ -90,7 +90,9 @@ void next_item_first_probabilities(const data::Batch& batch, const std::vector<f
 
 // The Model methods every next-item model implements alike, over its Impl: check(batch,
 // rows, row_grads*, training), forward(batch, rows) -> tokens (leaving the user states
-// in h), backward(batch, tokens, history_grads) from dh, and params, shape.dim, h, dh.
+// in h), backward(batch, tokens, history_grads) from dh, and params, shape.dim, h, dh,
+// and sequence_parallel (null unless layout.sp > 1; it must take part in every step's
+// backward, even without tokens of its own).
 template <class Impl>
 double next_item_forward_backward(Impl& m, const data::Batch& batch, const std::vector<const float*>& rows,
                                   const std::vector<float*>& row_grads, float loss_scale) {
@@ -100,9 +102,13 @@ double next_item_forward_backward(Impl& m, const data::Batch& batch, const std::
   const data::SparseBags& candidates = batch.tables[kNextItemCandidateTable];
   float* out_grads = row_grads[kNextItemCandidateTable];
   if (N == 0) {  // no history: nothing scored, every gradient zero
+    const data::SparseBags& history = batch.tables[kNextItemHistoryTable];
+    if (m.sequence_parallel != nullptr) {  // still runs the other members' attention
+      m.dh.clear();
+      m.backward(batch, 0, row_grads[kNextItemHistoryTable]);
+    }
     m.params.zero_grads();
     if (!candidates.unique_keys.empty()) std::fill_n(out_grads, candidates.unique_keys.size() * D, 0.0f);
-    const data::SparseBags& history = batch.tables[kNextItemHistoryTable];
     if (!history.unique_keys.empty())
       std::fill_n(row_grads[kNextItemHistoryTable], history.unique_keys.size() * D, 0.0f);
     return 0.0;

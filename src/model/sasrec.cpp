@@ -76,6 +76,9 @@ struct Sasrec::Impl {
   std::vector<SasrecBlock> blocks;
   LayerNorm final_ln;
   host::AttentionScratch attention_scratch;
+  // layout.sp > 1: the attention of a training step is shared with the SP group.
+  std::unique_ptr<SequenceParallelAttention> sequence_parallel;
+  bool training_step = false;  // forward_backward sets it: evaluation stays local
 
   static std::vector<SasrecBlock> make_blocks(DenseParameters& params, const SasrecShape& s) {
     std::vector<SasrecBlock> out;
@@ -127,6 +130,8 @@ struct Sasrec::Impl {
     embed_history(history, B, items, pos, D, token_position, stream[0]);
     const host::JaggedAttentionShape attention_shape{B, shape.heads, shape.head_dim(), history.offsets.data()};
     dy.resize(ND);  // the projection outputs before they join the stream
+    SequenceParallelAttention* sp = training_step ? sequence_parallel.get() : nullptr;
+    if (sp != nullptr) sp->plan(B, history.offsets.data());
     for (int l = 0; l < shape.blocks; ++l) {
       const SasrecBlock& block = blocks[l];
       BlockActivations& a = acts[l];
@@ -135,14 +140,20 @@ struct Sasrec::Impl {
       for (auto* buffer : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) buffer->resize(size_t(N));
       a.lse.resize(size_t(N) * shape.heads);
       stream[l + 1].resize(ND);
-      if (N == 0) continue;
+      if (N == 0) {
+        if (sp != nullptr) sp->forward(nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr);
+        continue;
+      }
 
       block.ln1.forward(params, x, N, a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data());
       block.query.forward(params, a.ln1.data(), N, a.q.data());
       block.key.forward(params, a.ln1.data(), N, a.k.data());
       block.value.forward(params, a.ln1.data(), N, a.v.data());
-      host::causal_attention_forward(attention_shape, a.q.data(), a.k.data(), a.v.data(), a.attention.data(),
-                                     a.lse.data(), attention_scratch);
+      if (sp != nullptr)
+        sp->forward(a.q.data(), a.k.data(), a.v.data(), nullptr, 0, a.attention.data(), a.lse.data());
+      else
+        host::causal_attention_forward(attention_shape, a.q.data(), a.k.data(), a.v.data(), a.attention.data(),
+                                       a.lse.data(), attention_scratch);
       block.output.forward(params, a.attention.data(), N, dy.data());
       for (size_t i = 0; i < ND; ++i) a.mid[i] = x[i] + dy[i];
 
@@ -183,8 +194,12 @@ struct Sasrec::Impl {
       // mid = x + O(attention(Q, K, V)), Q, K, V of LN1(x).
       std::copy(dstream.begin(), dstream.end(), dy.begin());
       block.output.backward(params, a.attention.data(), dy.data(), dy.data(), N, dx.data());
-      host::causal_attention_backward(attention_shape, a.q.data(), a.k.data(), a.v.data(), a.attention.data(),
-                                      a.lse.data(), dx.data(), dq.data(), dk.data(), dv.data(), attention_scratch);
+      if (sequence_parallel != nullptr && training_step)
+        sequence_parallel->backward(a.q.data(), a.k.data(), a.v.data(), a.attention.data(), a.lse.data(), nullptr, 0,
+                                    dx.data(), dq.data(), dk.data(), dv.data(), nullptr);
+      else
+        host::causal_attention_backward(attention_shape, a.q.data(), a.k.data(), a.v.data(), a.attention.data(),
+                                        a.lse.data(), dx.data(), dq.data(), dk.data(), dv.data(), attention_scratch);
       block.query.backward(params, a.ln1.data(), a.q.data(), dq.data(), N, dx.data());
       block.key.backward(params, a.ln1.data(), a.k.data(), dk.data(), N, dtmp.data());
       for (size_t i = 0; i < ND; ++i) dx[i] += dtmp[i];
@@ -217,7 +232,23 @@ const SasrecShape& Sasrec::shape() const { return impl_->shape; }
 
 double Sasrec::forward_backward(const data::Batch& batch, const std::vector<const float*>& rows,
                               const std::vector<float*>& row_grads, float loss_scale) {
+  impl_->training_step = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{impl_->training_step};
   return next_item_forward_backward(*impl_, batch, rows, row_grads, loss_scale);
+}
+
+void Sasrec::set_sequence_group(SequenceGroup* group, const SequenceParallelOptions& options) {
+  impl_->sequence_parallel.reset();
+  if (group != nullptr && group->size() > 1)
+    impl_->sequence_parallel = std::make_unique<SequenceParallelAttention>(
+        *group, host::AttentionKind::kCausalSoftmax, impl_->shape.heads, impl_->shape.head_dim(), options);
+}
+
+SequenceParallelStats Sasrec::take_sequence_parallel_stats() {
+  return impl_->sequence_parallel ? impl_->sequence_parallel->take_stats() : SequenceParallelStats{};
 }
 
 void Sasrec::score_candidates(const data::Batch& batch, const std::vector<const float*>& rows,

@@ -56,12 +56,12 @@ enum ProducerField { kBatches, kSamples, kBytesSent, kBuildS, kBlockedS, kLines,
 static_assert(kProducerFields <= 32, "RankReport::values is too small");
 enum ServerField { kRounds, kRows, kMemoryBytes };
 enum TrainerField { kStallS, kPullWaitS, kRowsPulled, kBytesPulled, kRowsPushed, kBytesPushed, kBytesRequested,
-                    kBytesBatches, kBytesAllreduce, kKeysTotal, kKeysUnique, kKeysBatches, kBytesExperts };
+                    kBytesBatches, kBytesAllreduce, kKeysTotal, kKeysUnique, kKeysBatches, kBytesExperts, kBytesSequence };
 
 nlohmann::json build_summary(const RunOptions& options, const TrainerReport& root,
                              const std::vector<RankReport>& reports, double teacher_auc) {
   double bytes_pulled = 0, bytes_pushed = 0, bytes_requested = 0, bytes_batches = 0, bytes_allreduce = 0;
-  double bytes_experts = 0;
+  double bytes_experts = 0, bytes_sequence = 0;
   double rows_pulled = 0, rows_pushed = 0, stall = 0, pull_wait = 0;
   double keys_total = 0, keys_unique = 0, keys_batches = 0;
   double lines = 0, malformed = 0, server_rows = 0, server_memory = 0, producer_blocked = 0, producer_build = 0;
@@ -82,6 +82,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
         bytes_pulled += v[kBytesPulled], rows_pushed += v[kRowsPushed], bytes_pushed += v[kBytesPushed];
         bytes_requested += v[kBytesRequested], bytes_batches += v[kBytesBatches];
         bytes_allreduce += v[kBytesAllreduce], bytes_experts += v[kBytesExperts];
+        bytes_sequence += v[kBytesSequence];
         keys_total += v[kKeysTotal], keys_unique += v[kKeysUnique], keys_batches += v[kKeysBatches];
         break;
       case Role::kProducer:
@@ -123,7 +124,8 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
         {"trainer_to_server", bytes_pushed + bytes_requested},
         {"producer_to_trainer", bytes_batches},
         {"trainer_allreduce", bytes_allreduce},
-        {"trainer_experts", bytes_experts}}},
+        {"trainer_experts", bytes_experts},
+        {"trainer_sequence", bytes_sequence}}},
       {"bytes_per_sample", {{"server_to_trainer", bytes_pulled / samples},
                             {"trainer_to_server", (bytes_pushed + bytes_requested) / samples}}},
       {"time_s", {{"trainer_stall", stall}, {"trainer_pull_wait", pull_wait},
@@ -132,6 +134,19 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
       {"servers", {{"rows", server_rows}, {"memory_bytes", server_memory}}},
   };
   if (teacher_auc >= 0) summary["teacher_auc"] = teacher_auc;
+  if (root.sequence_parallel.steps > 0) {
+    // Trainer 0's SP group: how its plans balanced the attention and what it sent per layer.
+    const model::SequenceParallelStats& sp = root.sequence_parallel;
+    const double layer_steps = sp.steps * std::max(1, options.model.kind == "sasrec" ? options.model.sasrec_blocks
+                                                                                      : options.model.hstu_blocks);
+    summary["sequence_parallel"] = {{"mode", options.layout.sp_mode},
+                                    {"min_len", options.layout.sp_min_len},
+                                    {"attention_max_mean", sp.max_mean_sum / sp.steps},
+                                    {"attention_max_mean_worst", sp.max_mean_worst},
+                                    {"split_sequences_per_step", sp.split_sequences / sp.steps},
+                                    {"trainer0_bytes_per_layer_forward", sp.bytes_forward / layer_steps},
+                                    {"trainer0_bytes_per_layer_backward", sp.bytes_backward / layer_steps}};
+  }
   if (!root.routing.routed.empty()) {
     summary["experts"] = routing_json(root.routing);
     summary["experts"]["num_experts"] = options.model.num_experts;
@@ -293,6 +308,7 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
       v[kBytesBatches] = double(r.bytes_batches), v[kBytesAllreduce] = double(r.bytes_allreduce);
       v[kKeysTotal] = double(r.keys_total), v[kKeysUnique] = double(r.keys_unique);
       v[kKeysBatches] = double(r.keys_batches), v[kBytesExperts] = double(r.bytes_experts);
+      v[kBytesSequence] = double(r.bytes_sequence);
       break;
     }
     case Role::kProducer: {

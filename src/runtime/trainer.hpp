@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm/mpi_expert_group.hpp"
+#include "comm/mpi_sequence_group.hpp"
 #include "comm/parallel_groups.hpp"
 #include "common/cpu_time.hpp"
 #include "data/batch.hpp"
@@ -78,6 +79,7 @@ class Trainer {
   int producer_rank_;
   DataShape shape_;
   std::unique_ptr<model::Model> model_;
+  std::unique_ptr<comm::MpiSequenceGroup> sequence_group_;  // layout.sp > 1: the trainers sharing model_'s attention
   std::unique_ptr<comm::MpiExpertGroup> expert_group_;  // layout.ep > 1: the trainers sharing model_'s experts
   std::unique_ptr<model::DenseOptimizer> optimizer_;
   std::unique_ptr<store::ParameterStore> store_;

@@ -62,6 +62,11 @@ Trainer::Trainer(const RunOptions& options, const RankContext& context, const Re
   } else {
     store_ = std::make_unique<store::RemotePsStore>(MPI_COMM_WORLD, servers, context.index, dim, shape_.num_tables);
   }
+  if (groups_.layout().sp > 1) {
+    sequence_group_ = std::make_unique<comm::MpiSequenceGroup>(groups_);
+    model_->set_sequence_group(sequence_group_.get(),
+                               {options.layout.sp_min_len, model::parse_sequence_parallel_mode(options.layout.sp_mode)});
+  }
   if (groups_.layout().ep > 1) {
     expert_group_ = std::make_unique<comm::MpiExpertGroup>(groups_);
     model_->set_expert_group(expert_group_.get());
@@ -122,6 +127,10 @@ TrainerReport Trainer::run() {
   if (window_steps_ > 0 && !preempted_) flush_window(planned, /*last=*/true);  // the last partial window
   report_.train_logloss = last_window_loss_;
   if (expert_group_ != nullptr) report_.bytes_experts = expert_group_->bytes_exchanged() + expert_group_->bytes_chained();
+  if (sequence_group_ != nullptr) {
+    report_.bytes_sequence = sequence_group_->bytes_exchanged();
+    report_.sequence_parallel = model_->take_sequence_parallel_stats();
+  }
   report_.preempted = preempted_;
   if (preempted_) {  // the checkpoint holds everything; leave quickly
     stop_stall_watchdog();

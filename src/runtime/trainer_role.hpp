@@ -46,6 +46,8 @@ struct TrainerReport {
   CpuTimes train_cpu;           // this rank's CPU time over the training loop
   model::RoutingStats routing;  // trainer 0: every trainer's expert routing over the run (moe)
   uint64_t bytes_experts = 0;   // this trainer's expert all-to-all and replica-chain payload
+  uint64_t bytes_sequence = 0;  // this trainer's sequence-parallel attention payload (layout.sp > 1)
+  model::SequenceParallelStats sequence_parallel;  // this trainer's SP plans over the run
 };
 
 // The expert routing counters as JSON: per-expert counts, drop fraction, max/mean load.

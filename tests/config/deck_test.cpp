@@ -128,7 +128,8 @@ TEST(Deck, ParallelLayout) {
   EXPECT_EQ(o.layout.dp, 4);
   EXPECT_EQ(o.layout.sp, 1);
   EXPECT_EQ(o.layout.ep, 1);
-  EXPECT_NE(to_ini(o).find("[layout]\nproducers = 1\ntrainers = 4\nservers = 1\ndp = 4\nsp = 1\nep = 1\n"),
+  EXPECT_NE(to_ini(o).find("[layout]\nproducers = 1\ntrainers = 4\nservers = 1\ndp = 4\nsp = 1\nsp_min_len = 256\n"
+                          "sp_mode = ring\nep = 1\n"),
             std::string::npos)
       << to_ini(o);
   const std::string mismatch = error_of({"--layout.trainers=4", "--layout.dp=3"});
@@ -138,8 +139,21 @@ TEST(Deck, ParallelLayout) {
   const std::string indivisible = error_of({"--layout.trainers=3", "--layout.ep=2"});
   EXPECT_NE(indivisible.find("does not divide"), std::string::npos) << indivisible;
   EXPECT_NE(error_of({"--layout.trainers=2", "--layout.ep=0"}).find("layout.ep"), std::string::npos);
+  // Sequence parallel: sasrec and hstu only; alltoall needs heads divisible by sp.
   const std::string sp = error_of({"--layout.trainers=2", "--layout.sp=2"});
-  EXPECT_NE(sp.find("layout.sp = 2: sequence parallel is not yet supported"), std::string::npos) << sp;
+  EXPECT_NE(sp.find("layout.sp = 2 shares attention"), std::string::npos) << sp;
+  EXPECT_NE(sp.find("model.kind = dlrm"), std::string::npos) << sp;
+  const std::vector<std::string> hstu = {"--layout.trainers=2", "--layout.sp=2", "--model.kind=hstu",
+                                         "--data.source=synthetic_sequences", "--data.sequence_task=next_item"};
+  EXPECT_EQ(parse_run_options(hstu).layout.sp, 2);
+  std::vector<std::string> heads = hstu;
+  heads.insert(heads.end(), {"--layout.sp_mode=alltoall", "--model.hstu_heads=3", "--model.embedding_dim=12"});
+  const std::string alltoall = error_of(heads);
+  for (const char* part : {"layout.sp_mode = alltoall", "model.hstu_heads = 3", "layout.sp = 2"})
+    EXPECT_NE(alltoall.find(part), std::string::npos) << alltoall;
+  std::vector<std::string> mode = hstu;
+  mode.push_back("--layout.sp_mode=ulysses");
+  EXPECT_NE(error_of(mode).find("layout.sp_mode"), std::string::npos);
 }
 
 TEST(Deck, ParseIntList) {

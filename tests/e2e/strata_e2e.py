@@ -818,10 +818,62 @@ def case_moe_expert_parallel(r):
                    contains=["layout.ep = 2", "model.num_experts = 3"])
     r.expect_error("layout_product", 4, *moe, "--layout.trainers=2", "--layout.dp=2", "--layout.ep=2",
                    contains=["layout.dp = 2", "layout.sp = 1", "layout.ep = 2", "layout.trainers = 2"])
-    r.expect_error("sp_not_yet", 4, "--layout.trainers=2", "--layout.sp=2",
-                   contains=["layout.sp = 2", "not yet supported"])
+    r.expect_error("sp_without_attention", 4, "--layout.trainers=2", "--layout.sp=2",
+                   contains=["layout.sp = 2", "model.kind = dlrm"])
     print("moe digest", ep1["params_digest"][:16], "eval AUC", ep1["eval_auc"], "capacity 0.5 drops",
           c1["experts"]["drop_fraction"])
+
+
+def case_sequence_parallel(r):
+    """layout.sp (issue 13): hstu and sasrec with their attention shared over an SP
+    group end bit-identical (params_digest, eval) to sp = 1 on the same global batch:
+    sp = 2 (ring and alltoall) on 2 trainers, sp = 4 and dp 2 x sp 2 on 4 trainers;
+    tiered == ps with sp = 2; the plan's balance and bytes reach summary.json; din,
+    and alltoall with heads not a multiple of sp, are refused naming their keys."""
+    data = ["--data.source=synthetic_sequences", "--data.sequence_users=300", "--data.sequence_items=2000",
+            "--data.sequence_length=zipf:2:400", "--data.max_seq_len=160", "--data.sequence_task=next_item",
+            "--train.steps=12", "--train.batch_size=8", "--layout.sp_min_len=64"]
+    models = {"hstu": ["--model.kind=hstu", "--model.hstu_max_len=160", "--model.hstu_heads=4",
+                       "--model.hstu_blocks=2", "--model.hstu_buckets=32"],
+              "sasrec": ["--model.kind=sasrec", "--model.sasrec_max_len=160", "--model.sasrec_heads=4",
+                         "--model.sasrec_blocks=2"]}
+    two = ["--layout.trainers=2"]
+    for kind, model in models.items():
+        sp1 = r.run(f"{kind}_sp1", 4, *data, *model, *two, "--store.mode=ps")
+        assert sp1["layout"]["sp"] == 1 and "sequence_parallel" not in sp1, sp1["layout"]
+        for mode in ("ring", "alltoall"):
+            sp2 = r.run(f"{kind}_sp2_{mode}", 4, *data, *model, *two, "--layout.sp=2", f"--layout.sp_mode={mode}",
+                        "--store.mode=ps")
+            assert sp2["layout"]["sp"] == 2 and sp2["layout"]["dp"] == 1, sp2["layout"]
+            assert sp2["params_digest"] == sp1["params_digest"], f"{kind}: sp=2 {mode} differs from sp=1"
+            assert sp2["eval_hr_at_10"] == sp1["eval_hr_at_10"], (sp2["eval_hr_at_10"], sp1["eval_hr_at_10"])
+            plan = sp2["sequence_parallel"]
+            assert plan["mode"] == mode and plan["split_sequences_per_step"] > 0, plan
+            assert 1.0 <= plan["attention_max_mean"] <= plan["attention_max_mean_worst"], plan
+            assert sp2["bytes"]["trainer_sequence"] > 0 and sp1["bytes"]["trainer_sequence"] == 0
+            print(kind, "sp=2", mode, "digest", sp2["params_digest"][:16], "attention max/mean",
+                  round(plan["attention_max_mean"], 3), "bytes/layer fwd+bwd",
+                  plan["trainer0_bytes_per_layer_forward"] + plan["trainer0_bytes_per_layer_backward"])
+    tiered = r.run("hstu_sp2_tiered", 4, *data, *models["hstu"], *two, "--layout.sp=2", "--store.mode=tiered")
+    ps = r.run("hstu_sp2_ps", 4, *data, *models["hstu"], *two, "--layout.sp=2", "--store.mode=ps")
+    assert tiered["params_digest"] == ps["params_digest"], "hstu sp=2: tiered differs from ps"
+
+    four = ["--layout.trainers=4"]
+    d4 = r.run("hstu_dp4", 6, *data, *models["hstu"], *four, "--store.mode=ps")
+    for dp, sp in ((1, 4), (2, 2)):
+        s = r.run(f"hstu_dp{dp}_sp{sp}", 6, *data, *models["hstu"], *four, f"--layout.dp={dp}", f"--layout.sp={sp}",
+                  "--store.mode=ps")
+        assert s["params_digest"] == d4["params_digest"], f"hstu: dp {dp} x sp {sp} differs from dp 4"
+
+    r.expect_error("sp_din", 4, "--model.kind=din", "--layout.trainers=2", "--layout.sp=2",
+                   contains=["layout.sp = 2", "model.kind = din"])
+    one_head = [o for o in models["hstu"] if not o.startswith("--model.hstu_heads=")] + ["--model.hstu_heads=1"]
+    r.expect_error("sp_alltoall_heads", 4, *data, *one_head, *two, "--layout.sp=2",
+                   "--layout.sp_mode=alltoall", contains=["layout.sp_mode = alltoall", "model.hstu_heads = 1",
+                                                          "layout.sp = 2"])
+    r.expect_error("sp_mode_unknown", 4, *data, *models["hstu"], *two, "--layout.sp=2", "--layout.sp_mode=ulysses",
+                   contains=["layout.sp_mode", "ring, alltoall"])
+    print("hstu sp=1 digest", d4["params_digest"][:16])
 
 
 def run_case_from_command_line(cases):

@@ -304,6 +304,10 @@ Plan make_plan(const JaggedAttentionShape& shape, const AttentionOptions& option
                 "pass batch >= 0, heads >= 1 and dim >= 1");
   if (options.query_block < 1 || options.key_block < 1)
     throw Error(name + ": block sizes must be positive", "set AttentionOptions query_block, key_block >= 1");
+  if (options.first_query < 0 || options.first_query % options.query_block != 0)
+    throw Error(name + ": first_query " + std::to_string(options.first_query) + " is not a multiple of query_block " +
+                    std::to_string(options.query_block),
+                "start a forward at a query block boundary (AttentionOptions first_query)");
   if (shape.batch > 0 && shape.offsets == nullptr)
     throw Error(name + ": offsets missing", "pass the (batch + 1) jagged offsets");
   int max_len = 0;
@@ -394,7 +398,7 @@ void causal_attention_forward(const JaggedAttentionShape& shape, const float* q,
       const float* kh = k + s0 * ld + h * D;
       const float* vh = v + s0 * ld + h * D;
       float* oh = out + s0 * ld + h * D;
-      for (int q0 = 0; q0 < L; q0 += bq) {
+      for (int q0 = options.first_query; q0 < L; q0 += bq) {
         const int m = std::min(bq, L - q0);
         std::fill(row_max, row_max + m, neg_inf);
         std::fill(row_sum, row_sum + m, 0.0f);
@@ -502,7 +506,7 @@ void hstu_attention_forward(const JaggedAttentionShape& shape, const float* q, c
       const int64_t base = s0 * ld + h * D;
       const float *qh = q + base, *kh = k + base, *vh = v + base;
       float* oh = out + base;
-      for (int q0 = 0; q0 < L; q0 += bq) {
+      for (int q0 = options.first_query; q0 < L; q0 += bq) {
         const int m = std::min(bq, L - q0);
         for (int k0 = 0; k0 < q0 + m; k0 += bk) {
           const int n = std::min(bk, q0 + m - k0);
@@ -567,6 +571,66 @@ void hstu_attention_backward(const JaggedAttentionShape& shape, const float* q, 
                 dqh + int64_t(q0) * ld, ld);                                    // dQ_i += dZ K_j
           sgemm(true, false, n, D, m, p.scale, das, bk, qi, ld, beta, dkj, ld);  // dK_j += dZ^T Q_i
           first = false;
+        }
+      }
+    }
+  }
+  if (want_dbias) {
+    // Distance d lives at max_len - 1 - d; the last bucket sums every d >= num_buckets - 1,
+    // d ascending.
+    for (int bucket = 0; bucket < num_buckets; ++bucket) {
+      double sum = 0.0;
+      if (bucket < num_buckets - 1) {
+        if (bucket < p.max_len) sum = bias_grad[p.max_len - 1 - bucket];
+      } else {
+        for (int d = bucket; d < p.max_len; ++d) sum += bias_grad[p.max_len - 1 - d];
+      }
+      dbias[bucket] = float(sum);
+    }
+  }
+}
+
+// The backward's block loop without the dq, dk, dv products: the same scores, dA and
+// dZ blocks, so the same additions into the bias gradient in the same order.
+void hstu_attention_bias_backward(const JaggedAttentionShape& shape, const float* q, const float* k,
+                                  const float* v, const float* bias, int num_buckets, const float* dout,
+                                  float* dbias, AttentionScratch& scratch, const AttentionOptions& options) {
+  const Plan p = make_plan(shape, options, "hstu_attention_bias_backward");
+  check_buckets(num_buckets, "hstu_attention_bias_backward");
+  const RowKernels& kern = row_kernels();
+  const int bq = p.bq, bk = p.bk, D = p.dim, ld = p.ld, H = p.heads;
+  float* gs = grow(scratch.blocks, block_floats(AttentionKind::kHstu, bq, bk, D));  // scores, then dA/dZ
+  float* as = gs + size_t(bq) * bk;   // (bq, bk) A
+  float* das = as + size_t(bq) * bk;  // (bq, bk) dA, then dZ
+  const float* table = fill_bias_table(p, bias, num_buckets, scratch);
+  const bool want_dbias = dbias != nullptr && num_buckets > 0;
+  if (!want_dbias) return;
+  double* bias_grad = nullptr;  // by reversed distance, like the table
+  if (want_dbias) {
+    bias_grad = grow(scratch.bias_grad, size_t(p.max_len) + bk);
+    std::fill(bias_grad, bias_grad + p.max_len + bk, 0.0);
+  }
+  for (int b = 0; b < shape.batch; ++b) {
+    const int64_t s0 = shape.offsets[b];
+    const int L = shape.offsets[b + 1] - shape.offsets[b];
+    const float inv_norm = 1.0f / float(options.hstu_norm > 0 ? options.hstu_norm : L);
+    for (int h = 0; h < H; ++h) {
+      const int64_t base = s0 * ld + h * D;
+      const float *qh = q + base, *kh = k + base, *vh = v + base, *doh = dout + base;
+      for (int k0 = 0; k0 < L; k0 += bk) {  // same block order as the softmax backward
+        const int n = std::min(bk, L - k0);
+        const float* kj = kh + int64_t(k0) * ld;
+        const float* vj = vh + int64_t(k0) * ld;
+        for (int q0 = k0 / bq * bq; q0 < L; q0 += bq) {
+          const int m = std::min(bq, L - q0);
+          const Block blk{m, n, bk, q0 - k0};
+          const int64_t shift = p.max_len - 1 - blk.diag;
+          const float* qi = qh + int64_t(q0) * ld;
+          const float* doi = doh + int64_t(q0) * ld;
+          sgemm(false, true, m, n, D, p.scale, qi, ld, kj, ld, 0.0f, gs, bk);
+          kern.hstu_backward(blk, gs, as, table + shift, inv_norm);
+          sgemm(false, true, m, n, D, 1.0f, doi, ld, vj, ld, 0.0f, das, bk);   // dA = dO_i V_j^T
+          kern.hstu_dz(blk, gs, das, want_dbias ? bias_grad + shift : nullptr);
         }
       }
     }

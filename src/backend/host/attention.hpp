@@ -51,6 +51,11 @@ struct AttentionOptions {
   int key_block = 64;    // keys per block (columns of a score block); rounded up to a multiple of 8
   float scale = 0.0f;    // multiplier of Q K^T; 0 means 1 / sqrt(dim)
   int hstu_norm = 0;     // HSTU divides A by this (HSTU's 1/N: the max sequence length); 0 means by each L_i
+  // Forward kernels only: queries before this one (a multiple of query_block) are
+  // skipped and their output rows left alone, so a caller holding a sequence's first
+  // q_end rows of K and V computes the rows [first_query, q_end) of its output exactly
+  // as the whole sequence would (sequence parallel, model/sequence_parallel.hpp).
+  int first_query = 0;
 };
 
 // Scratch of the attention kernels; grows on first use and is reused afterwards.
@@ -100,6 +105,13 @@ void hstu_attention_backward(const JaggedAttentionShape& shape, const float* q, 
                              const float* v, const float* bias, int num_buckets,
                              const float* dout, float* dq, float* dk, float* dv, float* dbias,
                              AttentionScratch& scratch, const AttentionOptions& options = {});
+
+// dbias (num_buckets) alone, overwritten with exactly what hstu_attention_backward writes
+// for the same inputs (the same score blocks, in the same order, summed in double the
+// same way), without the products for dq, dk and dv: a third of the backward's GEMMs.
+void hstu_attention_bias_backward(const JaggedAttentionShape& shape, const float* q, const float* k,
+                                  const float* v, const float* bias, int num_buckets, const float* dout,
+                                  float* dbias, AttentionScratch& scratch, const AttentionOptions& options = {});
 
 // Testing hook: the element-wise parts use their AVX2 build where the CPU has AVX2
 // unless this is set to false; both builds give bit-identical results.
