@@ -1,6 +1,6 @@
 // ParallelLayout: how the trainers divide the work, dp x sp x ep = layout.trainers.
 // dp replicas each train their own samples (dense gradients summed over them);
-// sp splits one long sequence over its group (not yet supported); ep shards the
+// sp shares the attention of sasrec/hstu over its group (model/sequence_parallel.hpp); ep shards the
 // experts of a mixture-of-experts model over its group. The row ownership of the
 // embedding tables (model parallel) always spans every trainer.
 #pragma once
