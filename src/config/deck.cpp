@@ -162,6 +162,9 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("runtime.stall_timeout_s", o.runtime.stall_timeout_s,
     "a wait that sees no progress this long (a rank stopped or hung) ends the job with exit code 86, each rank "
     "naming what it waited for (0 = off)");
+  v("runtime.device", o.runtime.device,
+    "host | cuda: the backend that runs the embedding, sparse-optimizer and row kernels (cuda needs a CUDA build "
+    "and a GPU)");
 
   v("tune.plugin", o.tune.plugin, "grid | random | optuna | /path/to/plugin.so");
   v("tune.trials", o.tune.trials, "trials to run in this invocation");
@@ -204,6 +207,7 @@ const std::map<std::string, std::vector<std::string>>& choices() {
       {"layout.sp_mode", {"ring", "alltoall"}},
       {"store.policy", {"lru", "lfu", "lfu_decay", "lookahead"}},
       {"output.log_level", {"trace", "debug", "info", "warn", "error"}},
+      {"runtime.device", {"host", "cuda"}},
   };
   return table;
 }

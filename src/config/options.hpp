@@ -150,6 +150,7 @@ struct CheckpointOptions {
 // How the ranks run: the stall watchdog.
 struct RuntimeOptions {
   double stall_timeout_s = 300;  // a wait with no progress this long ends the job with exit code 86 (0 = off)
+  std::string device = "host";   // host | cuda: the backend of the embedding/optimizer/row kernels (cuda: a GPU)
 };
 
 // strata tune: a search over runs. Each tune.space_* key is empty (not searched),

@@ -1,4 +1,4 @@
-// EmbeddingBagPooling: thin layer over the host embedding-bag kernels.
+// EmbeddingBagPooling: thin layer over the embedding-bag kernels of the selected device.
 #include "model/embedding_bag_pooling.hpp"
 
 #include "common/error.hpp"
@@ -13,16 +13,15 @@ PoolingMode parse_pooling(const std::string& name) {
 
 void EmbeddingBagPooling::forward(const data::SparseBags& bags, int batch, const float* rows,
                                   float* pooled) const {
-  backend::host::embedding_bag_forward(batch, dim_, bags.offsets.data(), bags.index.data(), rows,
-                                       mode_, pooled, backend::host::PooledLayout::sample_major(dim_));
+  backend::embedding_bag_forward(batch, dim_, bags.offsets.data(), bags.index.data(), rows,
+                                 mode_, pooled, backend::PooledLayout::sample_major(dim_));
 }
 
 void EmbeddingBagPooling::backward(const data::SparseBags& bags, int batch, const float* dpooled,
                                    float* row_grads) {
-  backend::host::embedding_bag_backward(batch, dim_, int(bags.unique_keys.size()),
-                                        bags.offsets.data(), bags.index.data(), dpooled,
-                                        backend::host::PooledLayout::sample_major(dim_), mode_,
-                                        row_grads, scratch_);
+  backend::embedding_bag_backward(batch, dim_, int(bags.unique_keys.size()), bags.offsets.data(),
+                                  bags.index.data(), dpooled, backend::PooledLayout::sample_major(dim_), mode_,
+                                  row_grads, scratch_);
 }
 
 }  // namespace strata::model

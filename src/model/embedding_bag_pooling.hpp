@@ -5,12 +5,12 @@
 
 #include <string>
 
-#include "backend/host/host_kernels.hpp"
+#include "backend/embedding_kernels.hpp"
 #include "data/batch.hpp"
 
 namespace strata::model {
 
-using backend::host::PoolingMode;
+using backend::PoolingMode;
 
 // "sum" | "mean"; anything else is a strata::Error naming model.pooling.
 PoolingMode parse_pooling(const std::string& name);
@@ -33,7 +33,7 @@ class EmbeddingBagPooling {
  private:
   int dim_;
   PoolingMode mode_;
-  backend::host::RowGatherScratch scratch_;
+  backend::RowGatherScratch scratch_;
 };
 
 }  // namespace strata::model

@@ -1,14 +1,12 @@
-// Dense and sparse optimizers: plain element-wise loops (they run on the host over a
-// few tens of thousands of dense weights, or one embedding row at a time).
+// Dense and sparse optimizers: the dense ones are plain element-wise loops (they run
+// on the host over a few tens of thousands of dense weights); the sparse ones hand
+// their rows to the backend's sparse-optimizer kernels.
 #include "model/optimizers.hpp"
-
-#ifdef __SSE2__
-#include <immintrin.h>
-#endif
 
 #include <algorithm>
 #include <cmath>
 
+#include "backend/sparse_optimizer_kernels.hpp"
 #include "common/error.hpp"
 
 namespace strata::model {
@@ -109,51 +107,40 @@ class DenseAdam final : public DenseOptimizer {
   int64_t steps_ = 0;
 };
 
+// The sparse optimizers' arithmetic is the backend's (backend/sparse_optimizer_kernels.hpp),
+// so that the host and CUDA kernels share one definition of each step.
 class SparseSgd final : public SparseOptimizer {
  public:
-  explicit SparseSgd(float lr) : lr_(lr) {}
+  explicit SparseSgd(float lr) : params_{backend::SparseOptimizerKind::kSgd, lr, 0.0f} {}
   int state_width(int) const override { return 0; }
   void init_state(float*, int) const override {}
-  void apply(float* w, float*, const float* g, int dim) const override {
-    for (int i = 0; i < dim; ++i) w[i] -= lr_ * g[i];
+  void apply(float* w, float* a, const float* g, int dim) const override {
+    backend::sparse_optimizer_apply_row(params_, w, a, g, dim);
   }
+  const backend::SparseOptimizerParams& params() const override { return params_; }
   const char* name() const override { return "sgd"; }
 
  private:
-  float lr_;
+  backend::SparseOptimizerParams params_;
 };
 
 // Element-wise Adagrad: one accumulator per component (state width = dim).
 class SparseAdagrad final : public SparseOptimizer {
  public:
-  SparseAdagrad(float lr, float eps, float init) : lr_(lr), eps_(eps), init_(init) {}
+  SparseAdagrad(float lr, float eps, float init) : params_{backend::SparseOptimizerKind::kAdagrad, lr, eps}, init_(init) {}
   int state_width(int dim) const override { return dim; }
   void init_state(float* s, int dim) const override {
     for (int i = 0; i < dim; ++i) s[i] = init_;
   }
-  // Four lanes at a time where SSE exists: sqrt, division and the separate
-  // multiply and add are IEEE-exact per lane, so the bits equal the scalar loop's.
   void apply(float* w, float* a, const float* g, int dim) const override {
-    int i = 0;
-#ifdef __SSE2__
-    const __m128 lr = _mm_set1_ps(lr_), eps = _mm_set1_ps(eps_);
-    for (; i + 4 <= dim; i += 4) {
-      const __m128 gv = _mm_loadu_ps(g + i);
-      const __m128 av = _mm_add_ps(_mm_loadu_ps(a + i), _mm_mul_ps(gv, gv));
-      _mm_storeu_ps(a + i, av);
-      const __m128 step = _mm_div_ps(_mm_mul_ps(lr, gv), _mm_add_ps(_mm_sqrt_ps(av), eps));
-      _mm_storeu_ps(w + i, _mm_sub_ps(_mm_loadu_ps(w + i), step));
-    }
-#endif
-    for (; i < dim; ++i) {
-      a[i] += g[i] * g[i];
-      w[i] -= lr_ * g[i] / (std::sqrt(a[i]) + eps_);
-    }
+    backend::sparse_optimizer_apply_row(params_, w, a, g, dim);
   }
+  const backend::SparseOptimizerParams& params() const override { return params_; }
   const char* name() const override { return "adagrad"; }
 
  private:
-  float lr_, eps_, init_;
+  backend::SparseOptimizerParams params_;
+  float init_;
 };
 
 }  // namespace

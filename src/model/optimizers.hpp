@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/sparse_optimizer_kernels.hpp"
 #include "config/options.hpp"
 
 namespace strata::model {
@@ -45,6 +46,8 @@ class SparseOptimizer {
   virtual void init_state(float* state, int dim) const = 0;
   // Applies one step to a row given its summed gradient.
   virtual void apply(float* values, float* state, const float* grad, int dim) const = 0;
+  // The step as the backend's kernels take it (batched rows, any device).
+  virtual const backend::SparseOptimizerParams& params() const = 0;
   virtual const char* name() const = 0;
 };
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "backend/device.hpp"
 #include "comm/link_model.hpp"
 #include "comm/mpi_channel.hpp"
 #include "common/error.hpp"
@@ -239,6 +240,7 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
   // not end in embedding_dim, a model that cannot read this data), on every
   // rank alike and before anything is written.
   try {
+    backend::select_device(backend::parse_device(options.runtime.device));  // cuda: a CUDA build and a GPU
     const DataShape shape = data_shape(options.data);
     model::make_model(options.model, shape.num_dense, shape.num_tables, options.train.seed);
   } catch (const Error& e) {

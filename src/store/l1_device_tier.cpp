@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backend/host/host_row_gather.hpp"
+#include "backend/row_kernels.hpp"
+#include "backend/sparse_optimizer_kernels.hpp"
 #include "common/error.hpp"
 
 namespace strata::store {
@@ -56,7 +57,7 @@ void L1DeviceTier::gather(const int32_t* slots, size_t n, float* values) const {
   for (size_t i = 0; i < n; ++i) {
     if (!holds(slots[i])) bad_slot(slots[i], "reading the empty");
   }
-  if (n) backend::host::gather_rows(arena_.get(), width_, slots, n, dim_, values);
+  if (n) backend::gather_rows(arena_.get(), width_, slots, n, dim_, values);
 }
 
 void L1DeviceTier::add_gradients(const int32_t* slots, size_t n, const float* grads) {
@@ -64,14 +65,19 @@ void L1DeviceTier::add_gradients(const int32_t* slots, size_t n, const float* gr
 }
 
 void L1DeviceTier::apply_step() {
-  gradients_.drain(
-      [&](int64_t slot, const float* grad) {
-        if (!holds(static_cast<int32_t>(slot))) bad_slot(static_cast<int32_t>(slot), "updating the empty");
-        float* values = row(static_cast<int32_t>(slot));
-        optimizer_->apply(values, values + dim_, grad, dim_);
-        state_[slot] = kDirty;
-      },
-      [&](int64_t slot) { __builtin_prefetch(row(static_cast<int32_t>(slot)), 1); });
+  // The summed gradients go to the backend's optimizer kernel in one batch (rows
+  // in order of first gradient, as before; they are distinct, so order is free).
+  step_slots_.clear();
+  step_grads_.clear();
+  gradients_.drain([&](int64_t slot, const float* grad) {
+    if (!holds(static_cast<int32_t>(slot))) bad_slot(static_cast<int32_t>(slot), "updating the empty");
+    step_slots_.push_back(static_cast<int32_t>(slot));
+    step_grads_.insert(step_grads_.end(), grad, grad + dim_);
+    state_[slot] = kDirty;
+  });
+  if (!step_slots_.empty())
+    backend::sparse_optimizer_step(optimizer_->params(), arena_.get(), width_, step_slots_.data(),
+                                   step_slots_.size(), dim_, step_grads_.data());
 }
 
 void L1DeviceTier::collect_dirty(size_t max_rows,

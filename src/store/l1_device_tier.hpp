@@ -65,6 +65,8 @@ class L1DeviceTier {
   std::vector<RowId> ids_;          // (slots used so far)
   std::vector<uint8_t> state_;      // (slots used so far) kEmpty / kClean / kDirty
   GradientAccumulator gradients_;
+  std::vector<int32_t> step_slots_;  // (touched) apply_step's rows, reused
+  std::vector<float> step_grads_;    // (touched, dim) their summed gradients
 };
 
 }  // namespace strata::store

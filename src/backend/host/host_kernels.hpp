@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/embedding_kernels.hpp"
+
 namespace strata::backend::host {
 
 // ---- GEMM ----------------------------------------------------------------------------
@@ -43,38 +45,15 @@ void bias_activation_backward(int rows, int cols, const float* y, Activation act
                               float* dbias);
 
 // ---- embedding-bag pooling ---------------------------------------------------------
-enum class PoolingMode { kSum, kMean };
+// The types and contracts are the neutral interface's (backend/embedding_kernels.hpp);
+// these are its host implementations.
+using backend::PooledLayout;
+using backend::PoolingMode;
+using backend::RowGatherScratch;
+using backend::RowGradAlgorithm;
 
-// Where component c of sample b's pooled vector lives: b * sample_stride + c * component_stride.
-struct PooledLayout {
-  int64_t sample_stride;
-  int64_t component_stride;
-  static PooledLayout sample_major(int dim) { return {dim, 1}; }        // (batch, dim)
-  static PooledLayout feature_major(int batch) { return {1, batch}; }   // (dim, batch)
-};
-
-// pooled: bag b = sum (or mean) of rows[index[k]] for k in [offsets[b], offsets[b+1]),
-// added in bag order starting from zero; an empty bag pools to zeros. Mean multiplies
-// the sum by 1.0f / bag length.
-//   offsets (batch + 1), index (nnz) into rows (num_unique, dim).
 void embedding_bag_forward(int batch, int dim, const int32_t* offsets, const int32_t* index,
                            const float* rows, PoolingMode mode, float* pooled, PooledLayout layout);
-
-// How row gradients are summed. Both give bit-identical results: every row's gradient
-// is the sum, starting from zero, of its occurrences in sample order (b ascending, then
-// position in the bag); an occurrence contributes dpooled[b] (mean: dpooled[b] * (1.0f / len)).
-enum class RowGradAlgorithm {
-  kAuto,            // kOrderedScatter on a serial host execution space, else kRowGather
-  kOrderedScatter,  // one sequential pass over the occurrences; fastest on one thread
-  kRowGather,       // counting sort of the occurrences by row, then one task per row
-};
-
-// Scratch of the kRowGather algorithm; grows on first use and is reused afterwards.
-struct RowGatherScratch {
-  std::vector<int32_t> row_start;   // (num_unique + 1) CSR of occurrences by row
-  std::vector<int32_t> occurrence;  // (nnz) occurrence k, grouped by row, k ascending
-  std::vector<int32_t> bag_of;      // (nnz) bag of occurrence k
-};
 
 // row_grads (num_unique, dim) overwritten from dpooled (laid out as `layout`).
 void embedding_bag_backward(int batch, int dim, int num_unique, const int32_t* offsets,

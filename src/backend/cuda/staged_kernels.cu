@@ -1,0 +1,168 @@
+// The CUDA backend behind the neutral interface (runtime.device = cuda). The
+// engine's buffers are still host memory (the L1 arena included), so each call
+// here stages its operands: host -> device, the kernel of kernels.hpp, device ->
+// host, on one stream, synchronously. That is slow (three copies per call) and
+// exists to run a whole job on the CUDA kernels and compare its digests with the
+// host's; moving the arena and the batch buffers to HBM removes the copies.
+// Rows of an arena are packed on the host first (only the touched rows travel),
+// so the staged gather is the host's gather.
+#include <cstring>
+#include <vector>
+
+#include "backend/cuda/kernels.hpp"
+#include "backend/host/host_row_gather.hpp"
+#include "backend/impl/kernel_table.hpp"
+
+namespace strata::backend::impl {
+
+namespace {
+
+// Per thread: each role runs its kernels from one thread.
+struct Staging {
+  cudaStream_t stream = nullptr;
+  cuda::DeviceBuffer<int32_t> i32a, i32b;
+  cuda::DeviceBuffer<float> fa, fb;
+  cuda::EmbeddingBagBackwardScratch backward;
+  cuda::ScatterOptimizerDeviceScratch scatter;
+  std::vector<float> packed;   // (rows, width) host
+  std::vector<int32_t> local;  // (n) slots into the packed rows
+  Staging() { cuda::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"); }
+  ~Staging() { cudaStreamDestroy(stream); }
+};
+
+Staging& staging() {
+  thread_local Staging s;
+  return s;
+}
+
+template <class T>
+T* to_device(cuda::DeviceBuffer<T>& d, const T* host, size_t n, cudaStream_t stream) {
+  T* p = d.reserve(n);
+  if (n) cuda::check(cudaMemcpyAsync(p, host, n * sizeof(T), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync H2D");
+  return p;
+}
+template <class T>
+void to_host(T* host, const T* device, size_t n, cudaStream_t stream) {
+  if (n) cuda::check(cudaMemcpyAsync(host, device, n * sizeof(T), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync D2H");
+  cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+}
+
+// Only the samples' extent of a pooled layout travels: the layouts the engine uses
+// are dense (sample- or feature-major), (batch * dim) floats.
+size_t pooled_floats(int batch, int dim) { return size_t(batch) * size_t(dim); }
+
+void staged_forward(int batch, int dim, const int32_t* offsets, const int32_t* index, const float* rows,
+                    PoolingMode mode, float* pooled, PooledLayout layout) {
+  if (batch <= 0 || dim <= 0) return;
+  Staging& s = staging();
+  const int32_t nnz = offsets[batch];
+  int32_t num_rows = 0;
+  for (int32_t k = 0; k < nnz; ++k) num_rows = std::max(num_rows, index[k] + 1);
+  const int32_t* d_off = to_device(s.i32a, offsets, size_t(batch) + 1, s.stream);
+  const int32_t* d_idx = to_device(s.i32b, index, nnz, s.stream);
+  const float* d_rows = to_device(s.fa, rows, size_t(num_rows) * dim, s.stream);
+  float* d_pooled = s.fb.reserve(pooled_floats(batch, dim));
+  cuda::embedding_bag_forward(s.stream, batch, dim, d_off, d_idx, d_rows, mode, d_pooled, layout);
+  to_host(pooled, d_pooled, pooled_floats(batch, dim), s.stream);
+}
+
+void staged_backward(int batch, int dim, int num_unique, const int32_t* offsets, const int32_t* index,
+                     const float* dpooled, PooledLayout layout, PoolingMode mode, float* row_grads,
+                     RowGatherScratch&, RowGradAlgorithm) {
+  if (num_unique <= 0 || dim <= 0) return;
+  Staging& s = staging();
+  const int32_t nnz = batch > 0 ? offsets[batch] : 0;
+  const int32_t* d_off = to_device(s.i32a, offsets, size_t(std::max(batch, 0)) + 1, s.stream);
+  const int32_t* d_idx = to_device(s.i32b, index, nnz, s.stream);
+  const float* d_dp = to_device(s.fa, dpooled, pooled_floats(std::max(batch, 0), dim), s.stream);
+  float* d_grads = s.fb.reserve(size_t(num_unique) * dim);
+  cuda::embedding_bag_backward(s.stream, batch, dim, num_unique, nnz, d_off, d_idx, d_dp, layout, mode, d_grads,
+                               s.backward);
+  to_host(row_grads, d_grads, size_t(num_unique) * dim, s.stream);
+}
+
+void staged_gather_i32(const float* arena, int width, const int32_t* slots, size_t n, int dim, float* out) {
+  host::gather_rows(arena, width, slots, n, dim, out);
+}
+void staged_gather_i64(const float* arena, int width, const int64_t* slots, size_t n, int dim, float* out) {
+  host::gather_rows(arena, width, slots, n, dim, out);
+}
+
+// The rows of `slots` packed (n, width), their local slots 0..n-1.
+void pack_rows(Staging& s, const float* arena, int width, const int32_t* slots, size_t n) {
+  s.packed.resize(n * width);
+  s.local.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(s.packed.data() + i * width, arena + size_t(slots[i]) * width, sizeof(float) * width);
+    s.local[i] = int32_t(i);
+  }
+}
+void unpack_rows(const Staging& s, float* arena, int width, const int32_t* slots, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    std::memcpy(arena + size_t(slots[i]) * width, s.packed.data() + i * width, sizeof(float) * width);
+}
+
+void staged_scatter_add(float* arena, int width, const int64_t* slots, size_t n, int dim, const float* grads) {
+  if (n == 0) return;
+  Staging& s = staging();
+  std::vector<int32_t> slots32(slots, slots + n);
+  pack_rows(s, arena, width, slots32.data(), n);
+  float* d_rows = to_device(s.fa, s.packed.data(), n * width, s.stream);
+  const int32_t* d_local = to_device(s.i32a, s.local.data(), n, s.stream);
+  const float* d_grads = to_device(s.fb, grads, n * dim, s.stream);
+  cuda::scatter_add_rows(s.stream, d_rows, width, d_local, n, dim, d_grads);
+  to_host(s.packed.data(), d_rows, n * width, s.stream);
+  unpack_rows(s, arena, width, slots32.data(), n);
+}
+
+void staged_step(const SparseOptimizerParams& p, float* arena, int width, const int32_t* slots, size_t n, int dim,
+                 const float* grads) {
+  if (n == 0) return;
+  Staging& s = staging();
+  pack_rows(s, arena, width, slots, n);
+  float* d_rows = to_device(s.fa, s.packed.data(), n * width, s.stream);
+  const int32_t* d_local = to_device(s.i32a, s.local.data(), n, s.stream);
+  const float* d_grads = to_device(s.fb, grads, n * dim, s.stream);
+  cuda::sparse_optimizer_step(s.stream, p, d_rows, width, d_local, n, dim, d_grads);
+  to_host(s.packed.data(), d_rows, n * width, s.stream);
+  unpack_rows(s, arena, width, slots, n);
+}
+
+void staged_scatter_step(const SparseOptimizerParams& p, float* arena, int width, const int32_t* slots, size_t n,
+                         int dim, const float* grads, ScatterOptimizerScratch& scratch) {
+  if (n == 0) return;
+  Staging& s = staging();
+  // Distinct slots in first-occurrence order, and each occurrence's place among them.
+  scratch.slots.clear();
+  std::vector<int32_t> occurrence_local(n);
+  for (size_t k = 0; k < n; ++k) {
+    const int32_t slot = slots[k];
+    if (size_t(slot) >= scratch.index_of_slot.size()) scratch.index_of_slot.resize(size_t(slot) + 1, -1);
+    int32_t& at = scratch.index_of_slot[slot];
+    if (at < 0) {
+      at = int32_t(scratch.slots.size());
+      scratch.slots.push_back(slot);
+    }
+    occurrence_local[k] = at;
+  }
+  for (int32_t slot : scratch.slots) scratch.index_of_slot[slot] = -1;
+  const size_t distinct = scratch.slots.size();
+  pack_rows(s, arena, width, scratch.slots.data(), distinct);
+  float* d_rows = to_device(s.fa, s.packed.data(), distinct * width, s.stream);
+  const int32_t* d_local = to_device(s.i32a, occurrence_local.data(), n, s.stream);
+  const float* d_grads = to_device(s.fb, grads, n * dim, s.stream);
+  cuda::scatter_sparse_optimizer_step(s.stream, p, d_rows, width, d_local, n, dim, d_grads, s.scatter);
+  to_host(s.packed.data(), d_rows, distinct * width, s.stream);
+  unpack_rows(s, arena, width, scratch.slots.data(), distinct);
+}
+
+const KernelTable kCudaTable{
+    "cuda", &staged_forward, &staged_backward, &staged_gather_i32, &staged_gather_i64,
+    &staged_scatter_add, &staged_step, &staged_scatter_step,
+};
+
+}  // namespace
+
+const KernelTable& cuda_kernel_table() { return kCudaTable; }
+
+}  // namespace strata::backend::impl

@@ -1,0 +1,28 @@
+// Which backend runs the neutral kernels (runtime.device): the host (Kokkos) or
+// CUDA. model/ and store/ call the kernel-family headers beside this one
+// (embedding_kernels.hpp, row_kernels.hpp, sparse_optimizer_kernels.hpp); every
+// call goes to the kernels of the device selected here, the host by default.
+#pragma once
+
+#include <string>
+
+namespace strata::backend {
+
+enum class Device { kHost, kCuda };
+
+// "host" | "cuda"; anything else is a strata::Error naming runtime.device.
+Device parse_device(const std::string& name);
+const char* device_name(Device device);
+
+// True when this build compiled the CUDA backend (STRATA_HAVE_CUDA).
+bool cuda_built();
+// Empty when CUDA kernels can run here; else why not (no CUDA build, no GPU, no driver).
+std::string cuda_unavailable_reason();
+
+// Makes `device` the one every neutral kernel call dispatches to (process-wide;
+// call it before the first kernel). kCuda where cuda_unavailable_reason() is not
+// empty: strata::Error naming runtime.device and saying why.
+void select_device(Device device);
+Device active_device();
+
+}  // namespace strata::backend

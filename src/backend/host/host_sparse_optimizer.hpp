@@ -1,0 +1,16 @@
+// Host kernels of the sparse optimizers (backend/sparse_optimizer_kernels.hpp):
+// SGD and Adagrad on embedding rows, four lanes at a time where SSE2 exists.
+#pragma once
+
+#include "backend/sparse_optimizer_kernels.hpp"
+
+namespace strata::backend::host {
+
+void sparse_optimizer_apply_row(const SparseOptimizerParams& p, float* values, float* state, const float* grad,
+                                int dim);
+void sparse_optimizer_step(const SparseOptimizerParams& p, float* arena, int width, const int32_t* slots, size_t n,
+                           int dim, const float* grads);
+void scatter_sparse_optimizer_step(const SparseOptimizerParams& p, float* arena, int width, const int32_t* slots,
+                                   size_t n, int dim, const float* grads, ScatterOptimizerScratch& scratch);
+
+}  // namespace strata::backend::host

@@ -1,0 +1,133 @@
+// The neutral kernel interface: device selection (runtime.device) and the
+// forwarding of every kernel-family call to the selected backend's table.
+#include <atomic>
+
+#include "backend/device.hpp"
+#include "backend/host/host_kernels.hpp"
+#include "backend/host/host_row_gather.hpp"
+#include "backend/host/host_sparse_optimizer.hpp"
+#include "backend/impl/kernel_table.hpp"
+#include "common/error.hpp"
+#include "strata/config.hpp"
+#if STRATA_HAVE_CUDA
+#include "backend/cuda/device_query.hpp"
+#endif
+
+namespace strata::backend {
+
+namespace impl {
+
+namespace {
+
+void host_gather_i32(const float* arena, int width, const int32_t* slots, size_t n, int dim, float* out) {
+  host::gather_rows(arena, width, slots, n, dim, out);
+}
+void host_gather_i64(const float* arena, int width, const int64_t* slots, size_t n, int dim, float* out) {
+  host::gather_rows(arena, width, slots, n, dim, out);
+}
+
+const KernelTable kHostTable{
+    "host",
+    &host::embedding_bag_forward,
+    &host::embedding_bag_backward,
+    &host_gather_i32,
+    &host_gather_i64,
+    &host::scatter_add_rows,
+    &host::sparse_optimizer_step,
+    &host::scatter_sparse_optimizer_step,
+};
+
+std::atomic<const KernelTable*> active_table{&kHostTable};
+std::atomic<Device> active{Device::kHost};
+
+}  // namespace
+
+const KernelTable& host_kernel_table() { return kHostTable; }
+const KernelTable& active_kernel_table() { return *active_table.load(std::memory_order_relaxed); }
+
+}  // namespace impl
+
+Device parse_device(const std::string& name) {
+  if (name == "host") return Device::kHost;
+  if (name == "cuda") return Device::kCuda;
+  throw Error("bad value '" + name + "' for runtime.device", "set runtime.device to host or cuda");
+}
+
+const char* device_name(Device device) { return device == Device::kCuda ? "cuda" : "host"; }
+
+bool cuda_built() { return STRATA_HAVE_CUDA != 0; }
+
+std::string cuda_unavailable_reason() {
+#if STRATA_HAVE_CUDA
+  const auto query = cuda::query_devices();
+  if (!query.error.empty()) return query.error;
+  if (query.devices.empty()) return "no CUDA device found";
+  return {};
+#else
+  return "this strata was built without the CUDA backend (STRATA_ENABLE_CUDA=OFF or no nvcc at configure time)";
+#endif
+}
+
+void select_device(Device device) {
+  if (device == Device::kCuda) {
+    const std::string why = cuda_unavailable_reason();
+    if (!why.empty())
+      throw Error("runtime.device = cuda cannot run here: " + why,
+                  cuda_built() ? "run on a machine with a GPU (strata device lists them), or set runtime.device = host"
+                               : "rebuild with -DSTRATA_ENABLE_CUDA=ON where nvcc is installed, or set "
+                                 "runtime.device = host");
+#if STRATA_HAVE_CUDA
+    impl::active_table.store(&impl::cuda_kernel_table());
+#endif
+  } else {
+    impl::active_table.store(&impl::host_kernel_table());
+  }
+  impl::active.store(device);
+}
+
+Device active_device() { return impl::active.load(); }
+
+// ---- forwarding ----------------------------------------------------------------------
+
+void embedding_bag_forward(int batch, int dim, const int32_t* offsets, const int32_t* index, const float* rows,
+                           PoolingMode mode, float* pooled, PooledLayout layout) {
+  impl::active_kernel_table().embedding_bag_forward(batch, dim, offsets, index, rows, mode, pooled, layout);
+}
+
+void embedding_bag_backward(int batch, int dim, int num_unique, const int32_t* offsets, const int32_t* index,
+                            const float* dpooled, PooledLayout layout, PoolingMode mode, float* row_grads,
+                            RowGatherScratch& scratch, RowGradAlgorithm algorithm) {
+  impl::active_kernel_table().embedding_bag_backward(batch, dim, num_unique, offsets, index, dpooled, layout, mode,
+                                                     row_grads, scratch, algorithm);
+}
+
+void gather_rows(const float* arena, int width, const int32_t* slots, size_t n, int dim, float* out) {
+  impl::active_kernel_table().gather_rows_i32(arena, width, slots, n, dim, out);
+}
+void gather_rows(const float* arena, int width, const int64_t* slots, size_t n, int dim, float* out) {
+  impl::active_kernel_table().gather_rows_i64(arena, width, slots, n, dim, out);
+}
+void scatter_add_rows(float* arena, int width, const int64_t* slots, size_t n, int dim, const float* grads) {
+  impl::active_kernel_table().scatter_add_rows(arena, width, slots, n, dim, grads);
+}
+
+int sparse_optimizer_state_width(SparseOptimizerKind kind, int dim) {
+  return kind == SparseOptimizerKind::kAdagrad ? dim : 0;
+}
+
+void sparse_optimizer_apply_row(const SparseOptimizerParams& p, float* values, float* state, const float* grad,
+                                int dim) {
+  host::sparse_optimizer_apply_row(p, values, state, grad, dim);
+}
+
+void sparse_optimizer_step(const SparseOptimizerParams& p, float* arena, int width, const int32_t* slots, size_t n,
+                           int dim, const float* grads) {
+  impl::active_kernel_table().sparse_optimizer_step(p, arena, width, slots, n, dim, grads);
+}
+
+void scatter_sparse_optimizer_step(const SparseOptimizerParams& p, float* arena, int width, const int32_t* slots,
+                                   size_t n, int dim, const float* grads, ScatterOptimizerScratch& scratch) {
+  impl::active_kernel_table().scatter_sparse_optimizer_step(p, arena, width, slots, n, dim, grads, scratch);
+}
+
+}  // namespace strata::backend
