@@ -44,7 +44,7 @@ void prepare_process_for_polite_waits() {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 }
 
-int announce_job_failure(int exit_code, double linger_s) {
+JobFailure announce_job_failure(int exit_code, double linger_s) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -58,7 +58,11 @@ int announce_job_failure(int exit_code, double linger_s) {
       MPI_Request_free(&request);
     }
   }
-  int lowest = rank;
+  JobFailure best{rank, exit_code};
+  auto better = [](const JobFailure& a, const JobFailure& b) {  // does a speak before b?
+    const bool a_specific = a.exit_code != 1, b_specific = b.exit_code != 1;
+    return a_specific != b_specific ? a_specific : a.speaker_rank < b.speaker_rank;
+  };
   const auto start = std::chrono::steady_clock::now();
   while (seconds_since(start) < linger_s) {
     int found = 0;
@@ -68,12 +72,13 @@ int announce_job_failure(int exit_code, double linger_s) {
     if (found) {
       int theirs = 0;
       MPI_Mrecv(&theirs, 1, MPI_INT, &message, MPI_STATUS_IGNORE);
-      lowest = std::min(lowest, status.MPI_SOURCE);
+      const JobFailure other{status.MPI_SOURCE, theirs};
+      if (better(other, best)) best = other;
       continue;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  return lowest;
+  return best;
 }
 
 void check_job_failure() {

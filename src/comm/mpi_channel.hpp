@@ -55,9 +55,16 @@ class PeerFailure : public std::exception {
 
 // Tells every other rank of MPI_COMM_WORLD that this one is failing with
 // exit_code, and collects for `linger_s` the notices of ranks that failed at
-// the same time. Returns the lowest world rank among the failed ones (this
-// rank included): that one prints the job's error message.
-int announce_job_failure(int exit_code, double linger_s);
+// the same time. Of the failed ranks (this one included) the one to speak for
+// the job is the lowest with a specific code (bad input, a signal, a stall),
+// else the lowest: a plain failure is often a consequence of the other (a
+// rank that died while a message to a peer was on its way). Every failed rank
+// exits with the speaker's code.
+struct JobFailure {
+  int speaker_rank = 0;
+  int exit_code = 1;
+};
+JobFailure announce_job_failure(int exit_code, double linger_s);
 // Throws PeerFailure if another rank has announced its failure.
 void check_job_failure();
 

@@ -122,11 +122,13 @@ void exit_failed(int exit_code, const std::string& message, int world_rank) {
   stop_blocking_on_log_output();
   if (auto logger = spdlog::default_logger()) logger->flush();
   // Peers that failed at the same moment announce too; one of them speaks.
-  const int speaker = comm::announce_job_failure(exit_code, 0.3);
-  if (speaker == world_rank) std::fprintf(stderr, "strata: error on rank %d: %s\n", world_rank, message.c_str());
+  const comm::JobFailure job = comm::announce_job_failure(exit_code, 0.3);
+  if (job.speaker_rank == world_rank) {
+    std::fprintf(stderr, "strata: error on rank %d: %s\n", world_rank, message.c_str());
+  }
   std::fflush(stderr);
   std::fflush(stdout);
-  std::_Exit(exit_code);
+  std::_Exit(job.exit_code);
 }
 
 void exit_after_peer_failure(int exit_code) {

@@ -50,9 +50,10 @@ void stop_stall_watchdog();
 [[noreturn]] void exit_stalled(const StallError& error, int world_rank);
 
 // An error ended this rank's part: tells every other rank, prints the job's
-// one message (from the lowest failed rank when several fail at once) and
-// exits the process with exit_code (kExitBadInput for a strata::InputError,
-// kExitFailed otherwise), without MPI_Abort and its banner.
+// one message (comm::announce_job_failure picks the rank that speaks when
+// several fail at once) and exits the process with that rank's code
+// (kExitBadInput for a strata::InputError, kExitFailed otherwise), without
+// MPI_Abort and its banner.
 [[noreturn]] void exit_failed(int exit_code, const std::string& message, int world_rank);
 // Another rank failed (comm::PeerFailure): exit quietly with its exit code,
 // a moment after that rank (whose exit mpirun reports).
