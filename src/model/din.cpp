@@ -7,6 +7,7 @@
 
 #include "backend/host/host_kernels.hpp"
 #include "common/error.hpp"
+#include "model/batch_checks.hpp"
 #include "model/bce_loss.hpp"
 #include "model/dlrm.hpp"
 #include "model/embedding_bag_pooling.hpp"
@@ -86,20 +87,7 @@ struct Din::Impl {
     if (batch.tables.size() != size_t(T) || rows.size() != size_t(T) ||
         (row_grads != nullptr && row_grads->size() != size_t(T)))
       throw fail("tables, rows and row_grads must hold " + std::to_string(T) + " entries");
-    for (int t = 0; t < T; ++t) {
-      const data::SparseBags& bags = batch.tables[t];
-      if (bags.offsets.size() != size_t(B) + 1 || bags.offsets[0] != 0)
-        throw fail("table " + std::to_string(t) + ": offsets must have B + 1 entries starting at 0");
-      for (int b = 0; b < B; ++b)
-        if (bags.offsets[b + 1] < bags.offsets[b]) throw fail("table " + std::to_string(t) + ": offsets decrease");
-      if (bags.index.size() != size_t(bags.offsets[B]))
-        throw fail("table " + std::to_string(t) + ": index must have offsets[B] entries");
-      const int32_t U = int32_t(bags.unique_keys.size());
-      for (int32_t i : bags.index)
-        if (i < 0 || i >= U) throw fail("table " + std::to_string(t) + ": index out of range");
-      if (U > 0 && (rows[t] == nullptr || (row_grads != nullptr && (*row_grads)[t] == nullptr)))
-        throw fail("table " + std::to_string(t) + ": null rows");
-    }
+    check_sparse_tables(batch, rows, row_grads, fail);
   }
 
   float* table_block(std::vector<float>& buffer, int t, int B) { return buffer.data() + size_t(t) * B * shape.dim; }

@@ -8,6 +8,7 @@
 
 #include "backend/host/host_kernels.hpp"
 #include "common/error.hpp"
+#include "model/batch_checks.hpp"
 #include "model/bce_loss.hpp"
 #include "model/dot_interaction.hpp"
 #include "model/mlp.hpp"
@@ -99,22 +100,7 @@ void check_dlrm_batch(const DlrmShape& shape, const data::Batch& batch, const st
   if (rows.size() != size_t(T)) throw fail("rows must hold one pointer per table");
   if (row_grads != nullptr && row_grads->size() != size_t(T))
     throw fail("row_grads must hold one pointer per table");
-  for (int t = 0; t < T; ++t) {
-    const data::SparseBags& bags = batch.tables[t];
-    if (bags.offsets.size() != size_t(B) + 1 || bags.offsets[0] != 0)
-      throw fail("table " + std::to_string(t) + ": offsets must have B + 1 entries starting at 0");
-    for (int b = 0; b < B; ++b)
-      if (bags.offsets[b + 1] < bags.offsets[b])
-        throw fail("table " + std::to_string(t) + ": offsets decrease");
-    if (bags.index.size() != size_t(bags.offsets[B]))
-      throw fail("table " + std::to_string(t) + ": index must have offsets[B] entries");
-    const int32_t U = int32_t(bags.unique_keys.size());
-    for (int32_t i : bags.index)
-      if (i < 0 || i >= U) throw fail("table " + std::to_string(t) + ": index out of range");
-    if (U > 0 && rows[t] == nullptr) throw fail("table " + std::to_string(t) + ": rows is null");
-    if (U > 0 && row_grads != nullptr && (*row_grads)[t] == nullptr)
-      throw fail("table " + std::to_string(t) + ": row_grads is null");
-  }
+  check_sparse_tables(batch, rows, row_grads, fail);
 }
 
 struct Dlrm::Impl {

@@ -270,24 +270,14 @@ const HstuShape& Hstu::shape() const { return impl_->shape; }
 
 double Hstu::forward_backward(const data::Batch& batch, const std::vector<const float*>& rows,
                               const std::vector<float*>& row_grads, float loss_scale) {
-  impl_->training_step = true;
-  struct Reset {
-    bool& flag;
-    ~Reset() { flag = false; }
-  } reset{impl_->training_step};
   return next_item_forward_backward(*impl_, batch, rows, row_grads, loss_scale);
 }
 
 void Hstu::set_sequence_group(SequenceGroup* group, const SequenceParallelOptions& options) {
-  impl_->sequence_parallel.reset();
-  if (group != nullptr && group->size() > 1)
-    impl_->sequence_parallel = std::make_unique<SequenceParallelAttention>(
-        *group, host::AttentionKind::kHstu, impl_->shape.heads, impl_->shape.head_dim(), options);
+  attach_sequence_group(*impl_, group, options, host::AttentionKind::kHstu);
 }
 
-SequenceParallelStats Hstu::take_sequence_parallel_stats() {
-  return impl_->sequence_parallel ? impl_->sequence_parallel->take_stats() : SequenceParallelStats{};
-}
+SequenceParallelStats Hstu::take_sequence_parallel_stats() { return model::take_sequence_parallel_stats(*impl_); }
 
 void Hstu::score_candidates(const data::Batch& batch, const std::vector<const float*>& rows,
                             std::vector<float>& scores) {

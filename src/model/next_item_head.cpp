@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/error.hpp"
+#include "model/batch_checks.hpp"
 
 namespace strata::model {
 
@@ -121,20 +122,7 @@ void check_next_item_batch(const data::Batch& batch, const std::vector<const flo
     throw Error("model.kind = " + kind + " needs 2 tables (history, candidates) but the batch has " +
                     std::to_string(batch.tables.size()) + " (rows " + std::to_string(rows.size()) + ")",
                 "use next-item samples: data.sequence_task = next_item");
-  for (int t = 0; t < kTables; ++t) {
-    const data::SparseBags& bags = batch.tables[t];
-    if (bags.offsets.size() != size_t(B) + 1 || bags.offsets[0] != 0)
-      throw fail("table " + std::to_string(t) + ": offsets must have B + 1 entries starting at 0");
-    for (int b = 0; b < B; ++b)
-      if (bags.offsets[b + 1] < bags.offsets[b]) throw fail("table " + std::to_string(t) + ": offsets decrease");
-    if (bags.index.size() != size_t(bags.offsets[B]))
-      throw fail("table " + std::to_string(t) + ": index must have offsets[B] entries");
-    const int32_t U = int32_t(bags.unique_keys.size());
-    for (int32_t i : bags.index)
-      if (i < 0 || i >= U) throw fail("table " + std::to_string(t) + ": index out of range");
-    if (U > 0 && (rows[t] == nullptr || (row_grads != nullptr && (*row_grads)[t] == nullptr)))
-      throw fail("table " + std::to_string(t) + ": null rows");
-  }
+  check_sparse_tables(batch, rows, row_grads, fail);
   const auto& history = batch.tables[kNextItemHistoryTable].offsets;
   const auto& candidates = batch.tables[kNextItemCandidateTable].offsets;
   const std::string max_len_key = "model." + kind + "_max_len";

@@ -11,11 +11,13 @@
 #pragma once
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "data/batch.hpp"
 #include "model/dense_parameters.hpp"
+#include "model/sequence_parallel.hpp"
 
 namespace strata::model {
 
@@ -92,10 +94,16 @@ void next_item_first_probabilities(const data::Batch& batch, const std::vector<f
 // rows, row_grads*, training), forward(batch, rows) -> tokens (leaving the user states
 // in h), backward(batch, tokens, history_grads) from dh, and params, shape.dim, h, dh,
 // and sequence_parallel (null unless layout.sp > 1; it must take part in every step's
-// backward, even without tokens of its own).
+// backward, even without tokens of its own) with training_step, true only inside a
+// training step (evaluation never goes through the sequence-parallel group).
 template <class Impl>
 double next_item_forward_backward(Impl& m, const data::Batch& batch, const std::vector<const float*>& rows,
                                   const std::vector<float*>& row_grads, float loss_scale) {
+  m.training_step = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{m.training_step};
   m.check(batch, rows, &row_grads, /*training=*/true);
   const int D = m.shape.dim;
   const int N = m.forward(batch, rows);
@@ -117,6 +125,21 @@ double next_item_forward_backward(Impl& m, const data::Batch& batch, const std::
       next_item_pair_loss(batch, m.h.data(), D, rows[kNextItemCandidateTable], out_grads, loss_scale, m.dh);
   m.backward(batch, N, row_grads[kNextItemHistoryTable]);
   return loss;
+}
+
+// layout.sp > 1: the model's attention shares its work with the group (null or one member: alone).
+template <class Impl>
+void attach_sequence_group(Impl& m, SequenceGroup* group, const SequenceParallelOptions& options,
+                           backend::host::AttentionKind kind) {
+  m.sequence_parallel.reset();
+  if (group != nullptr && group->size() > 1)
+    m.sequence_parallel =
+        std::make_unique<SequenceParallelAttention>(*group, kind, m.shape.heads, m.shape.head_dim(), options);
+}
+
+template <class Impl>
+SequenceParallelStats take_sequence_parallel_stats(Impl& m) {
+  return m.sequence_parallel ? m.sequence_parallel->take_stats() : SequenceParallelStats{};
 }
 
 template <class Impl>

@@ -1,0 +1,24 @@
+#include "model/batch_checks.hpp"
+
+namespace strata::model {
+
+void check_sparse_tables(const data::Batch& batch, const std::vector<const float*>& rows,
+                         const std::vector<float*>* row_grads, const std::function<Error(const std::string&)>& fail) {
+  const int B = batch.size;
+  for (size_t t = 0; t < batch.tables.size(); ++t) {
+    const std::string table = "table " + std::to_string(t);
+    const data::SparseBags& bags = batch.tables[t];
+    if (bags.offsets.size() != size_t(B) + 1 || bags.offsets[0] != 0)
+      throw fail(table + ": offsets must have B + 1 entries starting at 0");
+    for (int b = 0; b < B; ++b)
+      if (bags.offsets[b + 1] < bags.offsets[b]) throw fail(table + ": offsets decrease");
+    if (bags.index.size() != size_t(bags.offsets[B])) throw fail(table + ": index must have offsets[B] entries");
+    const int32_t U = int32_t(bags.unique_keys.size());
+    for (int32_t i : bags.index)
+      if (i < 0 || i >= U) throw fail(table + ": index out of range");
+    if (U > 0 && rows[t] == nullptr) throw fail(table + ": rows is null");
+    if (U > 0 && row_grads != nullptr && (*row_grads)[t] == nullptr) throw fail(table + ": row_grads is null");
+  }
+}
+
+}  // namespace strata::model
