@@ -19,6 +19,7 @@
 #include "runtime/role_layout.hpp"
 #include "runtime/train_job.hpp"
 #include "runtime/window_estimate.hpp"
+#include "store/l1_device_tier.hpp"
 #include "store/producer_staging.hpp"
 #include "tune/prune_rules.hpp"
 #include "tune/trial_log.hpp"
@@ -128,7 +129,7 @@ TrialOrder next_order(Tuner& tuner, const RunOptions& base, const std::vector<st
     if (options.store.mode == "tiered") {
       const int dim = options.model.embedding_dim;
       const int width = dim + model::make_sparse_optimizer(options.optim)->state_width(dim);
-      const int64_t l1_rows = store::rows_for_budget(options.store.l1_mb, width);
+      const int64_t l1_rows = store::L1DeviceTier::rows_for_budget(options.store.l1_mb, width);
       const int64_t window = runtime::largest_window_rows(options, steps);
       if (window > l1_rows) {
         order.skip_reason = "store.l1_mb = " + format_number(options.store.l1_mb) + " holds " +

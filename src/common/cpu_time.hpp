@@ -1,5 +1,6 @@
 // CPU time of this process (user and system, from getrusage) and of the
-// calling thread, for the per-role CPU accounting in summary.json.
+// calling thread, for the per-role CPU accounting in summary.json, and its peak
+// resident memory.
 #pragma once
 
 #include <sys/resource.h>
@@ -20,6 +21,13 @@ inline CpuTimes process_cpu_times() {
   getrusage(RUSAGE_SELF, &usage);
   return {double(usage.ru_utime.tv_sec) + 1e-6 * double(usage.ru_utime.tv_usec),
           double(usage.ru_stime.tv_sec) + 1e-6 * double(usage.ru_stime.tv_usec)};
+}
+
+// This process's peak resident set so far (getrusage: KiB on Linux), in MiB.
+inline double process_peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_maxrss) / 1024.0;
 }
 
 inline double thread_cpu_seconds() {

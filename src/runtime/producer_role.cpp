@@ -86,6 +86,9 @@ ProducerReport Producer::run() {
     report_.max_window_rows = c.max_window_rows;
     report_.l1_capacity_rows = staging_->l1_capacity_rows();
     report_.l2_capacity_rows = staging_->l2_capacity_rows();
+    report_.l2_bytes = double(staging_->l2_bytes());
+    report_.directory_bytes = double(staging_->directory_bytes());
+    report_.history_bytes = double(staging_->history_bytes());
     report_.late_rounds = c.late_rounds;
     report_.ps_fallback_round = fallback_round_;
   }

@@ -27,6 +27,9 @@ struct ProducerReport {
   double staging_s = 0, write_back_wait_s = 0, l3_wait_s = 0;
   double staging_cpu_s = 0;    // CPU time of planning and staging (tiered)
   CpuTimes train_cpu;          // this rank's CPU time over the training phases
+  double l2_bytes = 0;          // what the budgets count: its L2 tier,
+  double directory_bytes = 0;   // its copies of its trainers' L1 directories,
+  double history_bytes = 0;     // and the access history
   int64_t max_window_rows = 0, l1_capacity_rows = 0, l2_capacity_rows = 0;
   uint64_t late_rounds = 0;        // rounds staged after the trainers had run dry
   int64_t ps_fallback_round = -1;  // first step served in Scheme A after a fallback, -1 if none

@@ -236,6 +236,7 @@ ServerReport run_server(const RunOptions& options, const RankContext& context, c
     if (training && (op == ServerOp::kPullEval || op == ServerOp::kDump || op == ServerOp::kStop)) {
       training = false;
       report.train_cpu = process_cpu_times() - cpu_start;
+      report.training_rss_mib = process_peak_rss_mib();
     }
     if (op == ServerOp::kDump || op == ServerOp::kStop) stop_stall_watchdog();  // the final dump is not watched
     if (op == ServerOp::kStop) break;

@@ -13,6 +13,7 @@ struct ServerReport {
   int64_t rounds = 0;
   int64_t rows = 0;          // rows held at the end
   size_t memory_bytes = 0;
+  double training_rss_mib = 0;  // peak RSS before the end-of-run dump of every row
   CpuTimes train_cpu;        // from the first round to the first one after training (eval, dump, stop)
 };
 

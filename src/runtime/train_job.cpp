@@ -40,14 +40,10 @@ struct RankReport {
   double train_cpu[2] = {};  // user, sys over the role's training loop
   double run_cpu[2] = {};    // user, sys of the whole process
   double peak_rss_mib = 0;   // the process's high-water resident memory
+  double training_rss_mib = 0;  // the same before the end-of-run dump of every row
+  double counted_mib[3] = {};   // the structures the budgets count (see build_summary)
 };
 
-// This process's peak resident set (getrusage: KiB on Linux), in MiB.
-double peak_rss_mib() {
-  struct rusage usage {};
-  getrusage(RUSAGE_SELF, &usage);
-  return double(usage.ru_maxrss) / 1024.0;
-}
 
 enum ProducerField { kBatches, kSamples, kBytesSent, kBuildS, kBlockedS, kLines, kMalformed, kL1Hits, kL1Misses,
                      kL1Evictions, kL2Hits, kL2Misses, kL2Evictions, kL2WriteBacks, kFallbackRows, kBytesL3ToL2,
@@ -68,7 +64,8 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
   double lines = 0, malformed = 0, server_rows = 0, server_memory = 0, producer_blocked = 0, producer_build = 0;
   double tiered[kProducerFields] = {};  // producer fields summed (maxima for the row counts)
   const char* role_names[3] = {"trainer", "producer", "server"};
-  double train_cpu[3][2] = {}, run_cpu[3][2] = {}, peak_rss[3] = {};
+  double train_cpu[3][2] = {}, run_cpu[3][2] = {}, peak_rss[3] = {}, training_rss[3] = {};
+  double counted[3][3] = {};  // per role, the largest rank's counted structures
   int role_ranks[3] = {};
   tiered[kPsFallbackRound] = -1;
   for (const auto& r : reports) {
@@ -77,6 +74,8 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
     role_ranks[role] += 1;
     for (int k = 0; k < 2; ++k) train_cpu[role][k] += r.train_cpu[k], run_cpu[role][k] += r.run_cpu[k];
     peak_rss[role] = std::max(peak_rss[role], r.peak_rss_mib);
+    training_rss[role] = std::max(training_rss[role], r.training_rss_mib);
+    for (int k = 0; k < 3; ++k) counted[role][k] = std::max(counted[role][k], r.counted_mib[k]);
     switch (static_cast<Role>(r.role)) {
       case Role::kTrainer:
         stall += v[kStallS], pull_wait += v[kPullWaitS], rows_pulled += v[kRowsPulled];
@@ -184,14 +183,30 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
   summary["cpu_us_per_sample"] = per_sample;
   // Memory beside the budgets (README "Memory"): each role's largest peak RSS,
   // and what the servers' row tables hold per row against the row's own bytes.
-  nlohmann::json rss;
+  // peak_rss_training_mib stops before the end-of-run dump of every row (for
+  // params_digest), which grows with the model, not with the budgets;
+  // counted_mib is what each role's largest rank holds in the structures the
+  // budgets count.
+  nlohmann::json rss, training_rss_json, counted_json;
+  const char* counted_names[3][3] = {{"l1", nullptr, nullptr},
+                                     {"l2", "l1_directories", "access_history"},
+                                     {"rows", nullptr, nullptr}};
   for (int role = 0; role < 3; ++role) {
-    if (role_ranks[role] > 0) rss[role_names[role]] = peak_rss[role];
+    if (role_ranks[role] == 0) continue;
+    rss[role_names[role]] = peak_rss[role];
+    training_rss_json[role_names[role]] = training_rss[role];
+    nlohmann::json parts = nlohmann::json::object();
+    for (int k = 0; k < 3; ++k) {
+      if (counted_names[role][k]) parts[counted_names[role][k]] = counted[role][k];
+    }
+    counted_json[role_names[role]] = parts;
   }
   const double row_payload = double(options.model.embedding_dim +
                                     model::make_sparse_optimizer(options.optim)->state_width(options.model.embedding_dim)) *
                              sizeof(float);
   summary["memory"] = {{"peak_rss_mib", rss},
+                       {"peak_rss_training_mib", training_rss_json},
+                       {"counted_mib", counted_json},
                        {"budgets_mib", {{"l1_per_trainer", options.store.mode == "tiered" ? options.store.l1_mb : 0.0},
                                         {"l2_per_producer", options.store.mode == "tiered" ? options.store.l2_mb : 0.0}}},
                        {"server_bytes_per_row", server_rows > 0 ? server_memory / server_rows : 0.0},
@@ -303,6 +318,8 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
       trainer_report = run_trainer(options, context, resume);
       const TrainerReport& r = trainer_report;
       mine.train_cpu[0] = r.train_cpu.user, mine.train_cpu[1] = r.train_cpu.sys;
+      mine.training_rss_mib = r.training_rss_mib;
+      mine.counted_mib[0] = r.l1_bytes / 1048576.0;
       double* v = mine.values;
       v[kStallS] = r.stall_s, v[kPullWaitS] = r.pull_wait_s, v[kRowsPulled] = double(r.rows_pulled);
       v[kBytesPulled] = double(r.bytes_pulled), v[kRowsPushed] = double(r.rows_pushed);
@@ -318,6 +335,9 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
       double* v = mine.values;
       mine.train_cpu[0] = r.train_cpu.user, mine.train_cpu[1] = r.train_cpu.sys;
       v[kStagingCpuS] = r.staging_cpu_s;
+      mine.counted_mib[0] = r.l2_bytes / 1048576.0;
+      mine.counted_mib[1] = r.directory_bytes / 1048576.0;
+      mine.counted_mib[2] = r.history_bytes / 1048576.0;
       v[kBatches] = double(r.batches), v[kSamples] = double(r.samples), v[kBytesSent] = double(r.bytes_sent);
       v[kBuildS] = r.build_s, v[kBlockedS] = r.blocked_s, v[kLines] = double(r.parse.lines);
       v[kMalformed] = double(r.parse.malformed);
@@ -340,13 +360,17 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
       mine.train_cpu[0] = r.train_cpu.user, mine.train_cpu[1] = r.train_cpu.sys;
       mine.values[kRounds] = double(r.rounds), mine.values[kRows] = double(r.rows);
       mine.values[kMemoryBytes] = double(r.memory_bytes);
+      mine.training_rss_mib = r.training_rss_mib;
+      mine.counted_mib[0] = double(r.memory_bytes) / 1048576.0;
       break;
     }
   }
 
   const CpuTimes run_cpu = process_cpu_times();
   mine.run_cpu[0] = run_cpu.user, mine.run_cpu[1] = run_cpu.sys;
-  mine.peak_rss_mib = peak_rss_mib();
+  mine.peak_rss_mib = process_peak_rss_mib();
+  // A producer has no end-of-run dump: its training peak is its peak.
+  if (context.role == Role::kProducer) mine.training_rss_mib = mine.peak_rss_mib;
   std::vector<RankReport> reports(context.world_rank == 0 ? context.layout.world_size() : 0);
   comm::check_mpi(MPI_Gather(&mine, sizeof(RankReport), MPI_BYTE, reports.data(), sizeof(RankReport), MPI_BYTE, 0,
                              world),

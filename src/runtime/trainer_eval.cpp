@@ -11,6 +11,7 @@
 #include "io/params_digest.hpp"
 #include "model/metrics.hpp"
 #include "runtime/trainer.hpp"
+#include "store/tiered_store.hpp"
 
 namespace strata::runtime {
 
@@ -91,6 +92,11 @@ void Trainer::evaluate() {
 }
 
 void Trainer::finish() {
+  // Before the digest's dump of every row, which is O(rows), not O(budget).
+  report_.training_rss_mib = process_peak_rss_mib();
+  if (const auto* tiered = dynamic_cast<const store::TieredStore*>(store_.get())) {
+    report_.l1_bytes = double(tiered->l1().memory_bytes());
+  }
   store::RowDump rows = store_->dump_rows();
   if (is_root()) {
     report_.params_digest =

@@ -17,6 +17,7 @@
 #include "runtime/preemption.hpp"
 #include "runtime/producer_role.hpp"
 #include "store/online_controller.hpp"
+#include "store/l1_device_tier.hpp"
 #include "store/producer_staging.hpp"
 #include "store/remote_ps_store.hpp"
 #include "store/tiered_store.hpp"
@@ -56,7 +57,7 @@ Trainer::Trainer(const RunOptions& options, const RankContext& context, const Re
         static_cast<int>(context.layout.trainers_of_producer(context.layout.producer_of_trainer(context.index)).size());
     const double arena_mb = options.autotune.online ? store::online_l1_max_mb(options, owners) : options.store.l1_mb;
     store_ = std::make_unique<store::TieredStore>(MPI_COMM_WORLD, comm_, producer_rank_, servers, context.index, dim,
-                                                  shape_.num_tables, store::rows_for_budget(arena_mb, width),
+                                                  shape_.num_tables, store::L1DeviceTier::rows_for_budget(arena_mb, width),
                                                   std::move(sparse),
                                                   /*reports_producer=*/context.index < context.layout.producers());
   } else {

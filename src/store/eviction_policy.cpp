@@ -90,6 +90,7 @@ class EvictionQueue::Order {
   virtual size_t size() const = 0;
   virtual void prefetch(int64_t slot) const = 0;
   virtual void set_now(int64_t /*round*/) {}
+  virtual void reserve(size_t slots) = 0;
 };
 
 namespace {
@@ -102,6 +103,10 @@ class ScoredHeap {
     int64_t slot;
     uint64_t version;
   };
+  // Stale items are dropped once they outnumber the live ones and kSlack.
+  static constexpr size_t kSlack = 4096;
+  static size_t max_items(size_t live) { return 2 * live + kSlack + 1; }
+  void reserve(size_t live) { heap_.reserve(max_items(live)); }
   void push(int64_t slot, EvictionPolicy::Score score, std::vector<uint64_t>& version) {
     heap_.push_back(Item{score, slot, ++version[slot]});
     std::push_heap(heap_.begin(), heap_.end(), LeavesLater{});
@@ -117,7 +122,7 @@ class ScoredHeap {
   // Drops every stale item and rebuilds the heap in O(n) once stale ones dominate.
   template <class IsCurrent>
   void compact_if_stale(size_t live, IsCurrent&& is_current) {
-    if (heap_.size() <= 2 * live + 4096) return;
+    if (heap_.size() <= 2 * live + kSlack) return;
     heap_.erase(std::remove_if(heap_.begin(), heap_.end(), [&](const Item& item) { return !is_current(item); }),
                 heap_.end());
     std::make_heap(heap_.begin(), heap_.end(), LeavesLater{});
@@ -135,9 +140,17 @@ class ScoredHeap {
   std::vector<Item> heap_;
 };
 
+// The size a per-slot vector grows to for `slot`: doubling, but never past
+// what was reserved (a reserved level stays inside its budget).
+size_t grown_size(size_t slot, size_t size, size_t reserved) {
+  size_t n = std::max<size_t>(slot + 1, size * 2);
+  if (reserved > slot) n = std::min(n, reserved);
+  return n;
+}
+
 void grow_to(size_t slot, std::vector<uint64_t>& version, std::vector<uint8_t>& live) {
   if (slot < live.size()) return;
-  const size_t n = std::max<size_t>(slot + 1, live.size() * 2);
+  const size_t n = grown_size(slot, live.size(), live.capacity());
   live.resize(n, 0);
   version.resize(n, 0);
 }
@@ -166,6 +179,12 @@ class HeapOrder final : public EvictionQueue::Order {
   }
   int64_t peek_victim() override { return heap_.top(current()); }
   size_t size() const override { return live_count_; }
+  void reserve(size_t slots) override {
+    version_.reserve(slots);
+    live_.reserve(slots);
+    heap_.reserve(slots);
+  }
+  static size_t bytes_per_slot() { return sizeof(uint64_t) + sizeof(uint8_t); }
   void prefetch(int64_t slot) const override {
     if (static_cast<size_t>(slot) < live_.size()) __builtin_prefetch(&version_[slot]), __builtin_prefetch(&live_[slot]);
   }
@@ -244,6 +263,13 @@ class LookaheadOrder final : public EvictionQueue::Order {
     }
     now_ = std::max(now_, round);
   }
+  void reserve(size_t slots) override {
+    where_.reserve(slots);
+    links_.reserve(slots);
+    version_.reserve(slots);
+    no_future_.reserve(slots);
+  }
+  static size_t bytes_per_slot() { return sizeof(int64_t) + sizeof(Links) + sizeof(uint64_t); }
 
  private:
   static constexpr int64_t kRing = 256;
@@ -255,7 +281,7 @@ class LookaheadOrder final : public EvictionQueue::Order {
 
   void grow(int64_t slot) {
     if (static_cast<size_t>(slot) < where_.size()) return;
-    const size_t n = std::max<size_t>(slot + 1, where_.size() * 2);
+    const size_t n = grown_size(size_t(slot), where_.size(), where_.capacity());
     where_.resize(n, kAbsent);
     links_.resize(n);
     version_.resize(n, 0);
@@ -329,5 +355,11 @@ int64_t EvictionQueue::peek_victim() { return order_->peek_victim(); }
 size_t EvictionQueue::size() const { return order_->size(); }
 void EvictionQueue::prefetch(int64_t slot) const { order_->prefetch(slot); }
 void EvictionQueue::set_now(int64_t round) { order_->set_now(round); }
+void EvictionQueue::reserve(int64_t slots) { order_->reserve(static_cast<size_t>(std::max<int64_t>(slots, 0))); }
+size_t EvictionQueue::bytes_for(int64_t slots) {
+  const size_t n = static_cast<size_t>(std::max<int64_t>(slots, 0));
+  const size_t per_slot = std::max(HeapOrder::bytes_per_slot(), LookaheadOrder::bytes_per_slot());
+  return n * per_slot + ScoredHeap::max_items(n) * sizeof(ScoredHeap::Item);
+}
 
 }  // namespace strata::store

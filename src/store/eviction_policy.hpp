@@ -71,6 +71,11 @@ class EvictionQueue {
   void prefetch(int64_t slot) const;
   // The round being planned: next uses before it are past.
   void set_now(int64_t round);
+  // Sizes the bookkeeping for `slots` slots up front, so that it never grows
+  // past bytes_for(slots) (a level's budget counts it).
+  void reserve(int64_t slots);
+  // The most any policy's queue holds for `slots` slots.
+  static size_t bytes_for(int64_t slots);
 
   class Order;  // the implementations (eviction_policy.cpp)
 

@@ -15,7 +15,15 @@ L1DeviceTier::L1DeviceTier(int64_t capacity_rows, int dim, std::unique_ptr<model
       width_(dim + optimizer_->state_width(dim)),
       capacity_(capacity_rows),
       arena_(new float[static_cast<size_t>(std::max<int64_t>(capacity_rows, 1)) * width_]),
-      gradients_(dim) {}
+      gradients_(dim) {
+  // Reserved whole so that growing them as slots fill never overshoots the budget.
+  ids_.reserve(static_cast<size_t>(std::max<int64_t>(capacity_rows, 0)));
+  state_.reserve(static_cast<size_t>(std::max<int64_t>(capacity_rows, 0)));
+}
+
+int64_t L1DeviceTier::rows_for_budget(double megabytes, int width) {
+  return static_cast<int64_t>(megabytes * 1048576.0 / double(bytes_per_slot(width)));
+}
 
 void L1DeviceTier::bad_slot(int32_t slot, const char* what) const {
   throw Error("L1 of capacity " + std::to_string(capacity_) + ": " + what + " slot " + std::to_string(slot) +

@@ -23,9 +23,15 @@ class L1DeviceTier {
 
   int dim() const { return dim_; }
   int width() const { return width_; }
+  // Rows an L1 of `megabytes` holds: each slot's row and its id and state
+  // (store.l1_mb counts both; the producers' directories are counted apart).
+  static int64_t rows_for_budget(double megabytes, int width);
+  static size_t bytes_per_slot(int width) { return size_t(width) * sizeof(float) + sizeof(RowId) + sizeof(uint8_t); }
   int64_t capacity() const { return capacity_; }
   int64_t size() const { return size_; }
   size_t arena_bytes() const { return static_cast<size_t>(capacity_) * width_ * sizeof(float); }
+  // The arena with its ids and states: what store.l1_mb counts.
+  size_t memory_bytes() const { return arena_bytes() + ids_.capacity() * sizeof(RowId) + state_.capacity(); }
 
   // Empties the plan's evict slots (dirty rows are appended to write_back),
   // then puts the staged rows into their slots. strata::Error (a protocol

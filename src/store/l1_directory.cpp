@@ -24,7 +24,27 @@ L1Directory::L1Directory(int owner, int64_t capacity_rows, int row_bytes, const 
       policy_(policy),
       history_(history),
       queue_(policy),
-      index_(static_cast<size_t>(std::min<int64_t>(capacity_rows, 4096))) {}
+      index_(static_cast<size_t>(std::min<int64_t>(capacity_rows, 4096))) {
+  // Per-slot bookkeeping sized for the budget at once (it never overshoots it).
+  const size_t slots = static_cast<size_t>(std::max<int64_t>(capacity_rows, 0));
+  queue_.reserve(capacity_rows);
+  entry_of_slot_.reserve(slots);
+  usage_.reserve(slots);
+  free_slots_.reserve(slots);
+}
+
+size_t L1Directory::memory_bytes() const {
+  size_t bytes = EvictionQueue::bytes_for(static_cast<int64_t>(entry_of_slot_.capacity())) + index_.memory_bytes() +
+                 entries_.capacity() * sizeof(Entry) + free_entries_.capacity() * sizeof(int32_t) +
+                 entry_of_slot_.capacity() * sizeof(int32_t) + usage_.capacity() * sizeof(RowUsage) +
+                 free_slots_.capacity() * sizeof(int32_t);
+  auto round_bytes = [](const KnownRound& r) {
+    return (r.distinct.capacity() + r.requests.capacity() + r.offsets.capacity()) * sizeof(int32_t);
+  };
+  for (const KnownRound& r : rounds_) bytes += round_bytes(r);
+  for (const KnownRound& r : spare_rounds_) bytes += round_bytes(r);
+  return bytes;
+}
 
 int32_t L1Directory::entry_index(const RowId& id) {
   bool inserted = false;

@@ -109,6 +109,9 @@ class L1Directory {
   int64_t window_rows() const { return pinned_; }
   // Rows the directory tracks (present, pinned or known to be used): its memory.
   size_t entries() const { return index_.size(); }
+  // The directory's bytes (capacities): per L1 slot, and per row it tracks
+  // (present, or known to be used within the look-ahead horizon).
+  size_t memory_bytes() const;
 
  private:
   // One cache line, so each per-round pass costs one miss per row. What the

@@ -15,7 +15,43 @@
 namespace strata::store {
 namespace {
 constexpr size_t kAhead = 8;  // rows in flight in each loop's prefetch
+// The known-rows filter: 16 bits per cached row keeps it below 1 % false
+// positives while the servers hold up to 2x the rows it caches (more rows there
+// only cost fetches of rows the servers then create); 64 KiB at least, the
+// fixed part outside store.l2_mb.
+constexpr uint64_t kFilterBitsPerRow = 16;
+constexpr uint64_t kFilterMinBits = uint64_t(1) << 19;
+uint64_t filter_bits(int64_t rows) { return std::max<uint64_t>(kFilterMinBits, kFilterBitsPerRow * uint64_t(std::max<int64_t>(rows, 0))); }
+// Bytes of write-backs in flight at once while L2 is written down whole.
+constexpr size_t kFlushBytesInFlight = size_t(16) << 20;
 }  // namespace
+
+size_t L2HostTier::bytes_for(int64_t rows, int width) {
+  if (rows <= 0) return 0;
+  return RowCache::bytes_for(rows, width) + size_t(rows) * sizeof(RowUsage) + EvictionQueue::bytes_for(rows) +
+         size_t(rows) * kFilterBitsPerRow / 8;
+}
+
+int64_t L2HostTier::rows_for_budget(double megabytes, int width) {
+  const double budget = megabytes * 1048576.0;
+  // bytes_for grows with rows (in steps, from the index): the largest count that fits.
+  int64_t lo = 0, hi = static_cast<int64_t>(budget / (double(width) * sizeof(float))) + 1;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (double(bytes_for(mid, width)) <= budget) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+size_t L2HostTier::memory_bytes() const {
+  if (!cache_) return on_servers_.bytes();
+  return cache_->memory_bytes() + usage_.capacity() * sizeof(RowUsage) + EvictionQueue::bytes_for(cache_->arena_rows()) +
+         on_servers_.bytes();
+}
 
 L2HostTier::L2HostTier(int64_t capacity_rows, int64_t arena_rows, int width, const EvictionPolicy& policy, MPI_Comm world,
                        std::vector<int> server_ranks, std::function<void()> service,
@@ -31,11 +67,14 @@ L2HostTier::L2HostTier(int64_t capacity_rows, int64_t arena_rows, int width, con
       new_row_(std::move(new_row)),
       next_use_(std::move(next_use)),
       history_(history),
+      on_servers_(filter_bits(std::max(capacity_rows, arena_rows))),
       servers_may_hold_rows_(servers_may_hold_rows) {
   if (capacity_rows > 0 || arena_rows > 0) {
     try {
       cache_ = std::make_unique<RowCache>(std::max(capacity_rows, arena_rows), width);
       cache_->set_limit(capacity_rows);
+      usage_.reserve(static_cast<size_t>(cache_->arena_rows()));
+      queue_.reserve(cache_->arena_rows());
 
     } catch (const std::bad_alloc&) {
       spdlog::warn("L2: cannot allocate {} rows ({:.1f} MiB); falling back to Scheme A for L2 traffic",
@@ -204,6 +243,10 @@ void L2HostTier::flush() {
     RowBlock part;
     part.width = width_;
     auto send_part = [&] {
+      // Bounded: no second copy of the whole L2 in send buffers either.
+      size_t in_flight = 0;
+      for (const PendingSend& p : pending_sends_) in_flight += p.bytes.size();
+      if (in_flight >= kFlushBytesInFlight) complete_sends(/*all=*/true);
       write_to_servers(part, /*wait=*/false);
       counters_.write_backs_to_l3 += part.size();
       part.ids.clear();
@@ -229,7 +272,7 @@ void L2HostTier::fetch_from_servers(const std::vector<RowId>& ids, const std::ve
   auto row_of = [&](size_t i) { return values + (at ? (*at)[i] : i) * width_; };
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i + kAhead < ids.size()) on_servers_.prefetch(ids[i + kAhead]);
-    if (!servers_may_hold_rows_ && !on_servers_.contains(ids[i])) {  // never written down: the servers lack it
+    if (!servers_may_hold_rows_ && !on_servers_.may_contain(ids[i])) {  // never written down: the servers lack it
       new_row_(ids[i], row_of(i));
       counters_.rows_created += 1;
       continue;
@@ -301,7 +344,7 @@ void L2HostTier::write_to_servers(const RowBlock& rows, bool wait) {
   for (size_t i = 0; i < rows.size(); ++i) {
     if (i + kAhead < rows.size()) on_servers_.prefetch(rows.ids[i + kAhead]);
     per_server[server_of(rows.ids[i].table, rows.ids[i].key, servers)].append(rows.ids[i], rows.row(i));
-    on_servers_.insert(rows.ids[i], 1);
+    on_servers_.insert(rows.ids[i]);
   }
   const ProducerOp op = wait ? ProducerOp::kWriteBackSync : ProducerOp::kWriteBack;
   for (int s = 0; s < servers; ++s) {

@@ -16,6 +16,7 @@
 
 #include "store/count_min_sketch.hpp"
 #include "store/eviction_policy.hpp"
+#include "store/known_rows_filter.hpp"
 #include "store/row_cache.hpp"
 #include "store/row_map.hpp"
 #include "store/staging_message.hpp"
@@ -42,6 +43,13 @@ class L2HostTier {
              std::vector<int> server_ranks, std::function<void()> service,
              std::function<void(const RowId&, float*)> new_row, std::function<int64_t(const RowId&)> next_use,
              const AccessHistory* history = nullptr, bool servers_may_hold_rows = false);
+  // store.l2_mb counts everything a row costs here, not only its values: the
+  // arena, the cache's index and per-slot bookkeeping, the row's usage and
+  // eviction order, and its share of the known-rows filter.
+  static size_t bytes_for(int64_t rows, int width);
+  static int64_t rows_for_budget(double megabytes, int width);
+  // What this tier holds now (capacities, not sizes: what it may touch).
+  size_t memory_bytes() const;
   // A round that needs `ids` entered the look-ahead horizon (rows not here are skipped).
   void note_future_use(const std::vector<RowId>& ids, int64_t round);
 
@@ -103,7 +111,7 @@ class L2HostTier {
   std::function<void(const RowId&, float*)> new_row_;
   std::function<int64_t(const RowId&)> next_use_;
   const AccessHistory* history_;
-  RowMap<uint8_t> on_servers_;  // rows this tier has written to the servers
+  KnownRowsFilter on_servers_;  // rows this tier has written to the servers (or, rarely, not)
   std::vector<RowId> missing_;   // scratch of read()
   std::vector<size_t> missing_at_;
   bool servers_may_hold_rows_ = false;  // resumed: the servers started with rows; always ask them

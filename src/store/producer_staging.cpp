@@ -7,6 +7,7 @@
 #include "comm/wire.hpp"
 #include "common/cpu_time.hpp"
 #include "common/error.hpp"
+#include "store/l1_device_tier.hpp"
 #include "store/row_init.hpp"
 #include "store/tiered_protocol.hpp"
 
@@ -15,10 +16,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
-
-int64_t rows_for_budget(double megabytes, int width) {
-  return static_cast<int64_t>(megabytes * 1048576.0 / (double(width) * sizeof(float)));
-}
 
 ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vector<int> owners,
                                  std::vector<int> owner_ranks, std::vector<int> server_ranks, MPI_Comm world,
@@ -30,7 +27,7 @@ ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vect
       depth_(options.store.prefetch_depth),
       fault_l2_every_(options.store.fault_l2_every),
       width_(width),
-      l1_rows_(rows_for_budget(options.store.l1_mb, width)),
+      l1_rows_(L1DeviceTier::rows_for_budget(options.store.l1_mb, width)),
       owners_(std::move(owners)),
       owner_ranks_(std::move(owner_ranks)),
       world_(world),
@@ -49,24 +46,24 @@ ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vect
   }
   // Access history sized to the cached rows; it ages (halves) every ten
   // cache-fulls of accesses, so it follows a hot set that moves.
-  const int64_t cached_rows = l1_rows_ * int64_t(owners_.size()) + rows_for_budget(options.store.l2_mb, width);
+  const int64_t cached_rows = l1_rows_ * int64_t(owners_.size()) + L2HostTier::rows_for_budget(options.store.l2_mb, width);
   uint64_t sketch_width = 1 << 16;
   while (sketch_width < uint64_t(cached_rows) && sketch_width < (uint64_t(1) << 22)) sketch_width <<= 1;
   history_ = std::make_unique<AccessHistory>(sketch_width, std::max<uint64_t>(10 * uint64_t(cached_rows), 1 << 16));
   for (int owner : owners_) {
-    directories_.emplace_back(owner, l1_rows_, width * int(sizeof(float)), *policy_, history_.get());
+    directories_.emplace_back(owner, l1_rows_, int(L1DeviceTier::bytes_per_slot(width)), *policy_, history_.get());
   }
   // Under the online controller the arenas are reserved for the largest budget it may grant.
-  int64_t l2_arena_rows = rows_for_budget(options.store.l2_mb, width);
+  int64_t l2_arena_rows = L2HostTier::rows_for_budget(options.store.l2_mb, width);
   if (options.autotune.online && options.store.mode == "tiered") {
     controller_ = std::make_unique<OnlineController>(options.autotune, options.store.horizon,
-                                                     static_cast<int>(owners_.size()), width * int(sizeof(float)),
+                                                     static_cast<int>(owners_.size()), int(L1DeviceTier::bytes_per_slot(width)),
                                                      online_l1_max_mb(options, static_cast<int>(owners_.size())));
     budgets_ = {options.store.l1_mb, options.store.l2_mb, options.store.prefetch_depth};
     every_steps_ = options.autotune.every_steps;
-    l2_arena_rows = rows_for_budget(options.store.l2_mb + options.store.l1_mb * double(owners_.size()), width);
+    l2_arena_rows = L2HostTier::rows_for_budget(options.store.l2_mb + options.store.l1_mb * double(owners_.size()), width);
   }
-  l2_ = std::make_unique<L2HostTier>(rows_for_budget(options.store.l2_mb, width), l2_arena_rows, width, *policy_, world,
+  l2_ = std::make_unique<L2HostTier>(L2HostTier::rows_for_budget(options.store.l2_mb, width), l2_arena_rows, width, *policy_, world,
                                      std::move(server_ranks), [this] { poll(); },
                                      [this](const RowId& id, float* row) { new_row(id, row); },
                                      [this](const RowId& id) { return directory_of(id).next_use(id); },
@@ -228,13 +225,13 @@ std::string ProducerStaging::run_controller(int64_t round) {
   window_max_rows_ = 0;
   const ControllerDecision d = controller_->decide(w, budgets_);
   if (d.action.empty()) return {};
-  const int64_t l1_rows = rows_for_budget(d.next.l1_mb, width_);
+  const int64_t l1_rows = L1DeviceTier::rows_for_budget(d.next.l1_mb, width_);
   for (const auto& dir : directories_) {
     if (dir.window_rows() > l1_rows) return {};  // never below a window in use
   }
   for (auto& dir : directories_) dir.set_capacity(l1_rows);
   l1_rows_ = l1_rows;
-  l2_->set_capacity(rows_for_budget(d.next.l2_mb, width_));
+  l2_->set_capacity(L2HostTier::rows_for_budget(d.next.l2_mb, width_));
   depth_ = d.next.prefetch_depth;
   budgets_ = d.next;
   pending_note_ = "step " + std::to_string(round) + ": " + d.action + " (" + d.reason + ")";
@@ -249,8 +246,8 @@ void ProducerStaging::fill_stats(double* st) const {
   st[kStatL2WriteBacks] = double(l2.write_backs_to_l3), st[kStatFallbackRows] = double(l2.fallback_rows);
   st[kStatBytesL3ToL2] = double(l2.bytes_from_l3), st[kStatBytesL2ToL3] = double(l2.bytes_to_l3);
   st[kStatStagingS] = counters_.staging_s;
-  st[kStatL1Mb] = controller_ ? budgets_.l1_mb : double(l1_rows_) * width_ * sizeof(float) / 1048576.0;
-  st[kStatL2Mb] = double(l2_->capacity()) * width_ * sizeof(float) / 1048576.0;
+  st[kStatL1Mb] = controller_ ? budgets_.l1_mb : double(l1_rows_ * L1DeviceTier::bytes_per_slot(width_)) / 1048576.0;
+  st[kStatL2Mb] = double(L2HostTier::bytes_for(l2_->capacity(), width_)) / 1048576.0;
   st[kStatPrefetchDepth] = depth_;
   st[kStatStagingCpuS] = counters_.staging_cpu_s;
 }
@@ -333,6 +330,12 @@ void ProducerStaging::finish_training() {
     comm::check_mpi(MPI_Send(&done, 1, MPI_INT, rank, comm::kTagFlushDone, world_), "MPI_Send");
   }
   finished_ = true;
+}
+
+size_t ProducerStaging::directory_bytes() const {
+  size_t total = 0;
+  for (const L1Directory& directory : directories_) total += directory.memory_bytes();
+  return total;
 }
 
 }  // namespace strata::store

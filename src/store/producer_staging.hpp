@@ -37,9 +37,6 @@ struct StagingCounters {
   double staging_cpu_s = 0;      // the same in this rank's CPU time
 };
 
-// Rows per cache budget: the arena holds `width` floats per row.
-int64_t rows_for_budget(double megabytes, int width);
-
 class ProducerStaging {
  public:
   // owners: trainer indices this producer feeds; owner_ranks: their world ranks.
@@ -89,6 +86,11 @@ class ProducerStaging {
   // log line of a change ("" when nothing changed). Once per round, before staging it.
   std::string run_controller(int64_t round);
   int64_t l2_capacity_rows() const { return l2_->capacity(); }
+  // What the budgets count (README "Memory"): the L2 tier (store.l2_mb), the
+  // copies of the trainers' L1 directories, and the access history.
+  size_t l2_bytes() const { return l2_->memory_bytes(); }
+  size_t directory_bytes() const;
+  size_t history_bytes() const { return history_ ? history_->bytes() : 0; }
 
  private:
   struct Arrived {

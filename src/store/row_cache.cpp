@@ -12,7 +12,23 @@ RowCache::RowCache(int64_t capacity_rows, int width)
       limit_(capacity_rows),
       width_(width),
       arena_(new float[static_cast<size_t>(capacity_rows) * width]),
-      slot_of_(static_cast<size_t>(std::min<int64_t>(capacity_rows, 4096))) {}
+      // Sized whole: growing it by rehashing would hold the old and new index at once.
+      slot_of_(static_cast<size_t>(std::max<int64_t>(capacity_rows, 1))) {
+  ids_.reserve(static_cast<size_t>(capacity_rows));
+  dirty_.reserve(static_cast<size_t>(capacity_rows));
+  free_slots_.reserve(static_cast<size_t>(capacity_rows));
+}
+
+size_t RowCache::bytes_for(int64_t rows, int width) {
+  const size_t n = static_cast<size_t>(std::max<int64_t>(rows, 0));
+  return n * (size_t(width) * sizeof(float) + sizeof(RowId) + sizeof(uint8_t) + sizeof(int64_t)) +
+         RowMap<int64_t>::bytes_for(std::max<size_t>(n, 1));
+}
+
+size_t RowCache::memory_bytes() const {
+  return arena_bytes() + ids_.capacity() * sizeof(RowId) + dirty_.capacity() + free_slots_.capacity() * sizeof(int64_t) +
+         slot_of_.memory_bytes();
+}
 
 int64_t RowCache::insert(const RowId& id, const float* values, bool dirty) {
   int64_t slot;

@@ -31,6 +31,10 @@ class RowCache {
   int64_t size() const { return static_cast<int64_t>(slot_of_.size()); }
   bool full() const { return size() >= limit_; }
   size_t arena_bytes() const { return static_cast<size_t>(capacity_) * width_ * sizeof(float); }
+  // What a cache of `rows` rows holds, all of it sized at construction: the
+  // arena, the index, and each slot's id, dirty bit and free-list place.
+  static size_t bytes_for(int64_t rows, int width);
+  size_t memory_bytes() const;
 
   void prefetch(const RowId& id) const { slot_of_.prefetch(id); }
   int64_t find(const RowId& id) const {

@@ -22,6 +22,9 @@ class RowMap {
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
+  size_t memory_bytes() const { return slots_.capacity() * sizeof(Slot); }
+  // What a map made for `expected` entries holds while it has at most that many.
+  static size_t bytes_for(size_t expected) { return capacity_for(expected) * sizeof(Slot); }
 
   // The value of id, or nullptr.
   V* find(const RowId& id) {

@@ -1,10 +1,16 @@
 #include "store/staging_message.hpp"
 
+#include <algorithm>
+
 #include "common/error.hpp"
 
 namespace strata::store {
 
 void append_row_block(const RowBlock& block, std::vector<char>& out) {
+  // Grown to fit at once: a write-down part into a fresh buffer would otherwise
+  // double past it (up to 2x the bytes the write-down bounds in flight).
+  const size_t needed = out.size() + 64 + block.ids.size() * sizeof(RowId) + block.values.size() * sizeof(float);
+  if (out.capacity() < needed) out.reserve(std::max(needed, 2 * out.size()));
   comm::ByteWriter writer(out);
   writer.align(8);  // a block starts 8-aligned, where its reader starts counting
   writer.put<int32_t>(block.width);

@@ -192,6 +192,36 @@ def case_summary_fields(r):
     assert json.loads(lines[-1])["step"] == 60
 
 
+def case_memory_within_budget(r):
+    """The budgets bound memory (README "Memory"): what store.l1_mb and
+    store.l2_mb count stays inside them, each role's RSS during training is its
+    ps-mode RSS plus the structures counted plus a fixed allowance, and RSS
+    grows with store.l2_mb at about one MiB per MiB."""
+    deck = os.path.join(ROOT, "inputs", "default.ini")
+    common = ["--layout.trainers=1", "--train.steps=150", "--train.eval=false"]
+    ps = r.run("mem_ps", 3, *common, "--store.mode=ps", deck=deck)["memory"]["peak_rss_training_mib"]
+    runs = {}
+    for l1, l2 in ((4, 8), (4, 40), (12, 8)):
+        s = r.run(f"mem_l1_{l1}_l2_{l2}", 3, *common, "--store.mode=tiered", f"--store.l1_mb={l1}",
+                  f"--store.l2_mb={l2}", deck=deck)
+        m = s["memory"]
+        counted, rss = m["counted_mib"], m["peak_rss_training_mib"]
+        # The known-rows filter's fixed 64 KiB is the only part outside store.l2_mb.
+        assert counted["trainer"]["l1"] <= l1, (l1, counted)
+        assert counted["producer"]["l2"] <= l2 + 0.07, (l2, counted)
+        assert s["levels"]["l2"]["capacity_rows"] * 128 <= l2 * 1048576, s["levels"]["l2"]
+        producer_counted = l2 + counted["producer"]["l1_directories"] + counted["producer"]["access_history"]
+        # Fixed allowance: the batches queued ahead, staging messages, and the
+        # write-down buffers (at most 16 MiB on a trainer).
+        assert rss["producer"] <= ps["producer"] + producer_counted + 96, (l1, l2, rss, counted, ps)
+        assert rss["trainer"] <= ps["trainer"] + l1 + 32, (l1, l2, rss, counted, ps)
+        runs[(l1, l2)] = rss
+        print(f"l1 {l1} l2 {l2}: rss {rss} counted {counted}")
+    slope = (runs[(4, 40)]["producer"] - runs[(4, 8)]["producer"]) / 32.0
+    assert slope <= 1.25, f"producer RSS grows {slope:.2f} MiB per MiB of store.l2_mb"
+    print(f"producer RSS per MiB of store.l2_mb: {slope:.2f}; ps rss {ps}")
+
+
 def case_bad_inputs(r):
     r.expect_error("unknown_key", 3, "--train.batchsize=4", contains=["unknown key 'train.batchsize'",
                                                                     "train.batch_size"])
@@ -255,11 +285,20 @@ def case_non_finite_loss(r):
 
 
 ROW_BYTES = (8 + 8) * 4  # tiny.ini: dim 8 values + 8 Adagrad accumulators, float32
+# store.l1_mb counts each slot's row, its id (16 bytes) and its state (1 byte);
+# store.l2_mb also counts the index, usage, eviction order and known-rows
+# filter: under 400 bytes a row at this width (levels.l2.capacity_rows says).
+L1_SLOT_BYTES = ROW_BYTES + 16 + 1
+L2_ROW_BYTES_AT_MOST = 400
 POLICIES = ("lru", "lfu", "lfu_decay", "lookahead")
 
 
-def megabytes(rows):
-    return "%.9f" % ((rows * ROW_BYTES + 0.5) / 1048576.0)
+def l1_megabytes(rows):
+    return "%.9f" % ((rows * L1_SLOT_BYTES + 0.5) / 1048576.0)
+
+
+def l2_megabytes(rows):
+    return "%.9f" % (rows * L2_ROW_BYTES_AT_MOST / 1048576.0)
 
 
 def tiered_matrix(r, trainers):
@@ -280,7 +319,7 @@ def tiered_matrix(r, trainers):
                 name = f"t{trainers}_d{depth}_{policy}_l1{l1_rows}_l2{l2_rows}"
                 s = r.run(name, ranks, f"--layout.trainers={trainers}", "--store.mode=tiered",
                           f"--store.prefetch_depth={depth}", f"--store.policy={policy}",
-                          f"--store.l1_mb={megabytes(l1_rows)}", f"--store.l2_mb={megabytes(l2_rows)}")
+                          f"--store.l1_mb={l1_megabytes(l1_rows)}", f"--store.l2_mb={l2_megabytes(l2_rows)}")
                 assert s["params_digest"] == ps["params_digest"], f"{name}: digest differs from ps"
                 assert s["eval_logloss"] == ps["eval_logloss"], name
                 if l1_rows == window:
@@ -291,7 +330,7 @@ def tiered_matrix(r, trainers):
         # One row less than the window is a clear error naming the minimum.
         proc = r.run(f"too_small_t{trainers}_d{depth}", ranks, f"--layout.trainers={trainers}",
                      "--store.mode=tiered", f"--store.prefetch_depth={depth}",
-                     f"--store.l1_mb={megabytes(window - 1)}", expect_ok=False)
+                     f"--store.l1_mb={l1_megabytes(window - 1)}", expect_ok=False)
         text = proc.stdout + proc.stderr
         assert proc.returncode != 0 and "raise store.l1_mb" in text, text[-2000:]
     print(f"{runs} tiered runs with {trainers} trainers all match ps digest {ps['params_digest'][:16]}")
@@ -302,7 +341,7 @@ def case_tiered_fallback(r):
     round, the rows go straight between the servers and L1, results stay exact."""
     ps = r.run("fallback_ps", 4, "--layout.trainers=2", "--store.mode=ps")
     s = r.run("fallback_fault", 4, "--layout.trainers=2", "--store.mode=tiered", "--store.fault_l2_every=3",
-              "--store.l1_mb=" + megabytes(2000), "--store.l2_mb=" + megabytes(4000))
+              "--store.l1_mb=" + l1_megabytes(2000), "--store.l2_mb=" + l2_megabytes(4000))
     assert s["levels"]["l2"]["fallback_rows"] > 0, s["levels"]
     assert s["params_digest"] == ps["params_digest"], "fault-injected fallback changed the numbers"
     tiny = r.run("fallback_no_l2", 4, "--layout.trainers=2", "--store.mode=tiered", "--store.l2_mb=0")
@@ -544,7 +583,7 @@ def case_din_tiered_equals_ps(r):
         assert tiered["params_digest"] == ps["params_digest"], f"din, {trainers} trainers: tiered differs from ps"
         window = int(tiered["levels"]["l1"]["max_window_rows"])
         small = r.run(f"din_small_t{trainers}", ranks, *din, f"--layout.trainers={trainers}", "--store.mode=tiered",
-                      f"--store.l1_mb={megabytes(window)}", f"--store.l2_mb={megabytes(2 * window)}")
+                      f"--store.l1_mb={l1_megabytes(window)}", f"--store.l2_mb={l2_megabytes(2 * window)}")
         assert small["params_digest"] == ps["params_digest"], f"din, {trainers} trainers, small L1: digest differs"
         assert small["levels"]["l1"]["evictions"] > 0, "the small L1 never evicted"
         assert 0.6 < ps["eval_auc"] < ps["teacher_auc"], (ps["eval_auc"], ps["teacher_auc"])
@@ -593,7 +632,7 @@ def case_sequences_tiered_equals_ps(r):
                 assert tiered["params_digest"] == ps["params_digest"], f"{tag}: tiered differs from ps"
                 window = int(tiered["levels"]["l1"]["max_window_rows"])
                 small = r.run(tag + "_small", ranks, *common, "--store.mode=tiered",
-                              f"--store.l1_mb={megabytes(window)}", f"--store.l2_mb={megabytes(2 * window)}")
+                              f"--store.l1_mb={l1_megabytes(window)}", f"--store.l2_mb={l2_megabytes(2 * window)}")
                 assert small["params_digest"] == ps["params_digest"], f"{tag}, small L1: digest differs"
                 assert small["levels"]["l1"]["evictions"] > 0, f"{tag}: the small L1 never evicted"
                 if name == "file":
@@ -737,7 +776,7 @@ def next_item_matrix(r, kind, model):
             assert tiered["params_digest"] == ps["params_digest"], f"{tag}: tiered differs from ps"
             window = int(tiered["levels"]["l1"]["max_window_rows"])
             small = r.run(tag + "_small", ranks, *common, "--store.mode=tiered",
-                          f"--store.l1_mb={megabytes(window)}", f"--store.l2_mb={megabytes(2 * window)}")
+                          f"--store.l1_mb={l1_megabytes(window)}", f"--store.l2_mb={l2_megabytes(2 * window)}")
             assert small["params_digest"] == ps["params_digest"], f"{tag}, small L1: digest differs"
             if name == "synthetic":  # the event file's 400 items fit a two-trainer window whole
                 assert small["levels"]["l1"]["evictions"] > 0, f"{tag}: the small L1 never evicted"
