@@ -57,5 +57,5 @@ fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_FUZZ=ON \
 	  -DSTRATA_SANITIZE=address,undefined,fuzzer-no-link -DSTRATA_ENABLE_CUDA=OFF -DSTRATA_FUZZ_RUNS=$(FUZZ_RUNS)
 	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target fuzz_deck fuzz_text_line fuzz_sequence_events \
-	  fuzz_batch_wire fuzz_checkpoint
+	  fuzz_batch_wire fuzz_checkpoint fuzz_staging_message fuzz_trial_log
 	ctest --test-dir $(FUZZ_BUILD_DIR) --output-on-failure -L fuzz --timeout 100000
