@@ -126,6 +126,7 @@ TrialOrder next_order(Tuner& tuner, const RunOptions& base, const std::vector<st
   if (!order.skip_reason.empty()) return order;
   try {
     RunOptions options = parse_run_options(order.args);
+    runtime::check_model_reads_data(options);
     if (options.store.mode == "tiered") {
       const int dim = options.model.embedding_dim;
       const int width = dim + model::make_sparse_optimizer(options.optim)->state_width(dim);
@@ -168,6 +169,7 @@ int run_tune_command(const std::vector<std::string>& args) {
                                   ", or continue the search's own Optuna study (--tune.plugin=optuna "
                                   "--tune.study=FILE) to add trials to it");
       }
+      runtime::check_model_reads_data(base);  // no knob fixes a model that cannot read the data
       tuner = std::make_unique<Tuner>(base.tune, SearchSpace::from_options(base.tune));
       log = std::make_unique<TrialLog>(base.output.dir, tuner->space(), tuner->objective());
       startup.run = true;
@@ -206,8 +208,14 @@ int run_tune_command(const std::vector<std::string>& args) {
       options.checkpoint = CheckpointOptions{};
       runtime::TrainJobResult result = runtime::run_train_job_with_result(options, MPI_COMM_WORLD);
       if (root) {
-        const double value = result.summary.value("measured_samples_per_s", 0.0);
-        outcome = value > 0 ? TrialOutcome::completed(value) : TrialOutcome::failed("no samples were measured");
+        // A run that ended early (its error is in the log above) has no summary.
+        const double value =
+            result.exit_code == 0 && result.summary.is_object() ? result.summary.value("measured_samples_per_s", 0.0) : 0.0;
+        outcome = result.exit_code != 0
+                      ? TrialOutcome::failed("the run exited with code " + std::to_string(result.exit_code) +
+                                             " (its error is in the log)")
+                  : value > 0 ? TrialOutcome::completed(value)
+                              : TrialOutcome::failed("no samples were measured");
       }
     }
     if (!root) continue;

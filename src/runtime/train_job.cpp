@@ -250,14 +250,18 @@ int run_train_job(const RunOptions& options, MPI_Comm world) {
 
 // A stalled wait (runtime.stall_timeout_s) anywhere in the roles ends the
 // process here with kExitStalled, after its one-line report.
+void check_model_reads_data(const RunOptions& options) {
+  const DataShape shape = data_shape(options.data);
+  model::make_model(options.model, shape.num_dense, shape.num_tables, options.train.seed);
+}
+
 TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm world) try {
   // The checks that need the data's shape and the model (a bottom MLP that does
   // not end in embedding_dim, a model that cannot read this data), on every
   // rank alike and before anything is written.
   try {
     backend::select_device(backend::parse_device(options.runtime.device));  // cuda: a CUDA build and a GPU
-    const DataShape shape = data_shape(options.data);
-    model::make_model(options.model, shape.num_dense, shape.num_tables, options.train.seed);
+    check_model_reads_data(options);
   } catch (const Error& e) {
     int rank = 0;
     MPI_Comm_rank(world, &rank);

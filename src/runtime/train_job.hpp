@@ -21,4 +21,9 @@ struct TrainJobResult {
 };
 TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm world);
 
+// The checks that need the data's shape and the model (a bottom MLP that does
+// not end in embedding_dim, heads that do not divide it, a model that cannot
+// read this data); strata::Error naming the key. Reads no more than the data's header.
+void check_model_reads_data(const RunOptions& options);
+
 }  // namespace strata::runtime

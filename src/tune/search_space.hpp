@@ -5,7 +5,7 @@
 //   ""            not searched (the deck's value is used)
 //   "lo:hi"       a numeric range; integers when both bounds are whole numbers
 //   "lo:hi:log"   the same, sampled log-uniformly (lo > 0)
-//   "a|b|c"       candidates (one alone fixes the knob); layouts as "P/T/S"
+//   "a|b|c"       candidates (one alone fixes the knob); layouts as "P/T/S[,sp=N,ep=N,dp=N,sp_mode=M]"
 #pragma once
 
 #include <string>

@@ -482,6 +482,43 @@ def case_tune_grid(r):
     assert s["steps"] == 20
 
 
+def case_tune_layouts(r):
+    """tune.space_layout over the trainers' axes (issue 13): on a sasrec deck with
+    2 trainers the grid tries dp 2, sp 2 ring and sp 2 alltoall; alltoall with an
+    odd head count, ep without experts and a dp x sp that is not the trainer
+    count are pruned before they run with the engine's reason; the sp layouts
+    train the same numbers as dp (sequence parallel is exact), and best.ini
+    keeps its layout."""
+    seq = ["--data.source=synthetic_sequences", "--data.sequence_users=200", "--data.sequence_items=1000",
+           "--data.sequence_length=zipf:2:200", "--data.max_seq_len=96", "--data.sequence_task=next_item",
+           "--train.batch_size=8", "--layout.sp_min_len=32", "--model.kind=sasrec", "--model.sasrec_max_len=96",
+           "--model.sasrec_heads=1", "--model.sasrec_blocks=1", "--store.mode=ps"]
+    layouts = ["1/2/1", "1/2/1,sp=2", "1/2/1,sp=2,sp_mode=alltoall", "1/2/1,ep=2", "1/2/1,sp=2,dp=2"]
+    out, rows = run_tune(r, "layouts", 4, *seq, "--layout.trainers=2", "--tune.plugin=grid",
+                         "--tune.space_l1_mb=1", "--tune.space_l2_mb=1", "--tune.space_prefetch_depth=1",
+                         "--tune.space_policy=lru", "--tune.space_layout=" + "|".join(layouts),
+                         "--tune.trials=10", "--tune.trial_steps=8", "--tune.warmup_steps=2")
+    by_layout = {x["layout"]: x for x in rows}
+    assert set(by_layout) == set(layouts), rows
+    reasons = {
+        "1/2/1,sp=2,sp_mode=alltoall": "model.sasrec_heads = 1 is not a multiple of layout.sp = 2",
+        "1/2/1,ep=2": "layout.ep = 2 shards experts",
+        "1/2/1,sp=2,dp=2": "dp x sp x ep = 4 is not the trainer count",
+    }
+    for layout, reason in reasons.items():
+        row = by_layout[layout]
+        assert row["state"] == "pruned" and reason in row["reason"], row
+    for layout in ("1/2/1", "1/2/1,sp=2"):
+        assert by_layout[layout]["state"] == "complete", by_layout[layout]
+    sp = os.path.join(out, "trial-%05d" % int(by_layout["1/2/1,sp=2"]["trial"]), "summary.json")
+    dp = os.path.join(out, "trial-%05d" % int(by_layout["1/2/1"]["trial"]), "summary.json")
+    sp_summary, dp_summary = json.load(open(sp)), json.load(open(dp))
+    assert sp_summary["layout"]["sp"] == 2 and dp_summary["layout"]["dp"] == 2, (sp_summary["layout"], dp_summary["layout"])
+    assert sp_summary["params_digest"] == dp_summary["params_digest"], "sp = 2 trained other numbers than dp = 2"
+    best = open(os.path.join(out, "best.ini")).read()
+    assert "[layout]" in best and "sp = " in best, best[:2000]
+
+
 def case_tune_optuna_continues(r):
     """Two strata tune runs share one Optuna journal study: trial numbers continue."""
     study = os.path.join(r.workdir, "study.journal")

@@ -52,6 +52,15 @@ TEST(TuneSearchSpace, EveryKeyInItsFixedOrder) {
   EXPECT_EQ(space.find("nothing"), nullptr);
 }
 
+TEST(TuneSearchSpace, LayoutsWithAxesAreCheckedPerTrialNotHere) {
+  // sp = 2 needs a sequence model the default deck lacks: the search still
+  // starts, and the trial is pruned with the engine's reason (e2e_tune_layouts).
+  TuneOptions options;
+  options.space_layout = "1/2/1|1/2/1,sp=2|1/2/1,ep=2";
+  const SearchSpace space = SearchSpace::from_options(options);
+  EXPECT_EQ(space.find("layout")->candidates, (std::vector<std::string>{"1/2/1", "1/2/1,sp=2", "1/2/1,ep=2"}));
+}
+
 TEST(TuneSearchSpace, FloatsWhenABoundIsNotWhole) {
   const SearchSpace space = SearchSpace::from_options(only(&TuneOptions::space_l1_mb, " 0.5 : 64 : log "));
   ASSERT_EQ(space.knobs().size(), 1u);
@@ -91,6 +100,7 @@ TEST(TuneSearchSpace, MalformedSpecsNameTheirKey) {
       {&TuneOptions::space_policy, "tune.space_policy", "1:3", "candidates only"},
       {&TuneOptions::space_layout, "tune.space_layout", "1/2|1/2/1", "bad layout '1/2'"},
       {&TuneOptions::space_layout, "tune.space_layout", "1/0/1", "layout.trainers"},
+      {&TuneOptions::space_layout, "tune.space_layout", "1/4/1|1/4/1,sq=2", "'sq=2'"},
       {&TuneOptions::space_batch_size, "tune.space_batch_size", "64:256.5", "whole numbers"},
   };
   for (const BadSpec& bad : cases) {

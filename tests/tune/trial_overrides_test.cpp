@@ -56,5 +56,38 @@ TEST(TuneTrialOverrides, BadLayoutsAreErrors) {
   EXPECT_EQ(split.servers, 1);
 }
 
+TEST(TuneTrialOverrides, ALayoutWithAxesSetsAllThree) {
+  const Trial trial{0, {KnobSetting::categorical("layout", "1/4/1,sp=2,sp_mode=alltoall")}};
+  EXPECT_EQ(overrides(trial), (std::vector<std::string>{"--layout.producers=1", "--layout.trainers=4",
+                                                        "--layout.servers=1", "--layout.dp=0", "--layout.sp=2",
+                                                        "--layout.ep=1", "--layout.sp_mode=alltoall"}));
+  const LayoutSplit split = parse_layout_split("1/8/2,dp=2,ep=4");
+  EXPECT_TRUE(split.parallel);
+  EXPECT_EQ(split.dp, 2);
+  EXPECT_EQ(split.sp, 1);
+  EXPECT_EQ(split.ep, 4);
+  EXPECT_TRUE(split.sp_mode.empty());
+  EXPECT_FALSE(parse_layout_split("1/2/1").parallel);
+  // Read back by the engine with a model that has sequences to split.
+  std::vector<std::string> args = overrides(trial);
+  args.push_back("--model.kind=sasrec");
+  args.push_back("--data.source=synthetic_sequences");
+  args.push_back("--data.sequence_task=next_item");
+  args.push_back("--model.sasrec_heads=2");
+  const RunOptions options = parse_run_options(args);
+  EXPECT_EQ(options.layout.sp, 2);
+  EXPECT_EQ(options.layout.dp, 2);
+  EXPECT_EQ(options.layout.sp_mode, "alltoall");
+}
+
+TEST(TuneTrialOverrides, BadLayoutAxesAreErrors) {
+  for (const char* bad : {"1/4/1,", "1/4/1,sp", "1/4/1,sp=0", "1/4/1,ep=-1", "1/4/1,tp=2", "1/4/1,sp_mode=ulysses",
+                          "1/4/1,sp=2,"}) {
+    Error error = test::expect_error([&] { parse_layout_split(bad); });
+    EXPECT_TRUE(test::contains(error.what_failed(), bad)) << bad;
+    EXPECT_TRUE(test::contains(error.how_to_fix(), "sp=2")) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace strata
