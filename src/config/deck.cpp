@@ -3,6 +3,7 @@
 #include "config/deck.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <fstream>
@@ -318,6 +319,18 @@ std::string bare_key(std::string key) {
   return key;
 }
 
+// Boost.Program_options fills its messages by replacing %value%, %option%...
+// in a loop: a value that holds such a token makes what() loop for ever (found
+// by fuzz_deck). Refused before Boost sees it.
+void refuse_parser_placeholders(const std::string& text, const std::string& where) {
+  for (const char* token : {"%value%", "%option%", "%canonical_option%", "%prefix_option%", "%original_token%"}) {
+    if (text.find(token) != std::string::npos) {
+      throw Error(where + " holds '" + token + "', which the option parser cannot take",
+                  "remove the '%' signs around " + std::string(token).substr(1, std::strlen(token) - 2));
+    }
+  }
+}
+
 Error bad_value_error(const po::error_with_option_name& e, const std::string& where) {
   const std::string key = bare_key(e.get_option_name());
   const std::string expected = expected_value(key);
@@ -346,6 +359,7 @@ std::map<std::string, std::vector<int>> deck_key_lines(const std::string& path) 
     }
     const size_t first = line.find_first_not_of(" \t");
     if (first == std::string::npos || line[first] == '#' || line[first] == ';') continue;
+    refuse_parser_placeholders(line, "input deck '" + path + "' line " + std::to_string(number));
     const size_t close = line[first] == '[' ? line.find(']', first) : std::string::npos;
     const size_t equals = line[first] == '[' ? std::string::npos : line.find('=', first);
     if (close == std::string::npos && equals == std::string::npos) {
@@ -405,6 +419,7 @@ RunOptions parse_run_options(const std::vector<std::string>& raw_args) {
   command_line.add(description);
 
   po::variables_map values;
+  for (const std::string& arg : args) refuse_parser_placeholders(arg, "the argument '" + printable(arg, 80) + "'");
   try {
     // No abbreviations: --store.prefetch must not silently mean store.prefetch_depth.
     const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;

@@ -149,6 +149,10 @@ def case_deck(r):
     unclosed = c.path("unclosed.ini", "[train\nbatch_size = 64\n")
     c.case("unclosed_section", [], [unclosed, "line 1"], deck=unclosed)
     c.case("unknown_command", [], ["unknown command 'trian'"], command="trian", deck=None)
+    # Found by fuzz_deck: Boost's message filling looped for ever on these tokens.
+    c.case("parser_placeholder_arg", ["--train.batch_size=1%value%"], ["%value%", "option parser"])
+    placeholder = c.path("placeholder.ini", "[train]\nsteps = 4\nbatch_size = 06 %value%') for x\n")
+    c.case("parser_placeholder_deck", [], [placeholder, "line 3", "%value%"], deck=placeholder)
     c.done("deck")
 
 
