@@ -50,6 +50,22 @@ class GradientAccumulator {
     drain(std::forward<Update>(update), [](int64_t) {});
   }
 
+  // Room for `rows` touched rows at once (a step's row count is known before
+  // its gradients arrive): no doubling past what the step needs.
+  void reserve(size_t rows) {
+    slots_.reserve(rows);
+    sums_.reserve(rows * size_t(dim_));
+  }
+  // The touched rows in first-add order and their sums (touched, dim), read in
+  // place instead of drained into a copy; reset() then starts the next step.
+  const std::vector<int64_t>& slots() const { return slots_; }
+  const float* sums() const { return sums_.data(); }
+  void reset() {
+    for (int64_t slot : slots_) index_of_slot_[slot] = -1;
+    slots_.clear();
+    sums_.clear();
+  }
+
  private:
   int dim_;
   std::vector<int32_t> index_of_slot_;

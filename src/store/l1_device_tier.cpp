@@ -75,17 +75,17 @@ void L1DeviceTier::add_gradients(const int32_t* slots, size_t n, const float* gr
 void L1DeviceTier::apply_step() {
   // The summed gradients go to the backend's optimizer kernel in one batch (rows
   // in order of first gradient, as before; they are distinct, so order is free).
+  // The accumulator's sums are already (touched, dim) in that order: no copy.
   step_slots_.clear();
-  step_grads_.clear();
-  gradients_.drain([&](int64_t slot, const float* grad) {
+  for (const int64_t slot : gradients_.slots()) {
     if (!holds(static_cast<int32_t>(slot))) bad_slot(static_cast<int32_t>(slot), "updating the empty");
     step_slots_.push_back(static_cast<int32_t>(slot));
-    step_grads_.insert(step_grads_.end(), grad, grad + dim_);
     state_[slot] = kDirty;
-  });
+  }
   if (!step_slots_.empty())
     backend::sparse_optimizer_step(optimizer_->params(), arena_.get(), width_, step_slots_.data(),
-                                   step_slots_.size(), dim_, step_grads_.data());
+                                   step_slots_.size(), dim_, gradients_.sums());
+  gradients_.reset();
 }
 
 void L1DeviceTier::collect_dirty(size_t max_rows,

@@ -43,6 +43,8 @@ class L1DeviceTier {
   // (callers go trainer by trainer in rank order: the servers' summation order).
   void add_gradients(const int32_t* slots, size_t n, const float* grads);
   void add_gradient(int32_t slot, const float* grad) { gradients_.add(slot, grad); }
+  // A step will touch at most `rows` rows (sizes the gradient sums once).
+  void reserve_gradients(size_t rows) { gradients_.reserve(rows); }
   // Applies the optimizer to every row that received gradients; marks them dirty.
   void apply_step();
   // Hands every dirty row to `part` in blocks of at most max_rows rows (one
@@ -72,7 +74,6 @@ class L1DeviceTier {
   std::vector<uint8_t> state_;      // (slots used so far) kEmpty / kClean / kDirty
   GradientAccumulator gradients_;
   std::vector<int32_t> step_slots_;  // (touched) apply_step's rows, reused
-  std::vector<float> step_grads_;    // (touched, dim) their summed gradients
 };
 
 }  // namespace strata::store

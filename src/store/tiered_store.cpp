@@ -152,6 +152,8 @@ void TieredStore::push(const data::Batch& batch, const std::vector<std::vector<f
     traffic_ = servers_.traffic();
     return;
   }
+  // Every served slot may receive a gradient: sized once, not doubled.
+  l1_.reserve_gradients(serve_slots_.size());
   if (trainers_ == 1) {
     size_t at = 0;
     for (int t = 0; t < num_tables_; ++t) {
