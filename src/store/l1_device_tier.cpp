@@ -96,6 +96,9 @@ void L1DeviceTier::collect_dirty(size_t max_rows,
   }
   RowBlock block;
   block.width = width_;
+  const size_t part_rows = std::min(max_rows, dirty.size());  // the block never doubles past a part
+  block.ids.reserve(part_rows);
+  block.values.reserve(part_rows * size_t(width_));
   size_t next = 0;
   do {
     block.clear();

@@ -209,12 +209,14 @@ void TieredStore::prepare_checkpoint(int64_t step) {
 }
 
 void TieredStore::write_down(WriteBackKind last_kind, int64_t round) {
-  // Parts of 32768 rows (4 MiB at dim 16 with Adagrad), at most four in flight:
-  // an L1 of any size never becomes one message (MPI counts are int), and the
-  // buffers are reused instead of touching fresh memory for the whole L1.
-  constexpr size_t kPartRows = 32768, kPartsInFlight = 4;
+  // Parts of 4 MiB of rows, at most four in flight: an L1 of any size never
+  // becomes one message (MPI counts are int), the buffers are reused instead
+  // of touching fresh memory for the whole L1, and wide rows (dim 64 with
+  // Adam: 512 bytes) do not make the parts wider than the bound.
+  constexpr size_t kPartBytes = size_t(4) << 20, kPartsInFlight = 4;
+  const size_t part_rows = std::max<size_t>(1, kPartBytes / (size_t(l1_.width()) * sizeof(float)));
   std::vector<char> spare;
-  l1_.collect_dirty(kPartRows, [&](const RowBlock& part, bool last) {
+  l1_.collect_dirty(part_rows, [&](const RowBlock& part, bool last) {
     counters_.bytes_written_back += part.values.size() * sizeof(float);
     while (write_backs_.size() >= kPartsInFlight) {
       comm::wait(write_backs_.front().request);
