@@ -69,7 +69,7 @@ int64_t NextItemSamples::size(Stream stream) const {
 
 int64_t NextItemSamples::num_items() const { return int64_t(impl_->items.size()); }
 
-void NextItemSamples::generate(Stream stream, int64_t first, int32_t count, Batch& batch) const {
+void NextItemSamples::generate(Stream stream, int64_t first, int32_t count, Batch& batch, int64_t epoch) const {
   const Impl& m = *impl_;
   const SequenceCorpus& c = *m.corpus;
   if (first < 0 || count < 0 || first + count > size(stream)) {
@@ -85,14 +85,19 @@ void NextItemSamples::generate(Stream stream, int64_t first, int32_t count, Batc
   SparseBags& candidates = batch.tables[kNextItemCandidateTable];
   std::unordered_set<uint64_t> seen;
   const int64_t cap = m.options.max_history;
+  const bool later_epoch = stream == Stream::kTrain && epoch > 0;
+  const IndexPermutation epoch_order =
+      later_epoch ? IndexPermutation(uint64_t(m.train_users.size()), mix64(m.options.seed ^ kOrderSalt, uint64_t(epoch)))
+                  : m.order;
+  const uint64_t negative_seed = later_epoch ? mix64(m.options.seed ^ kNegativeSalt, uint64_t(epoch)) : m.options.seed ^ kNegativeSalt;
   for (int64_t i = first; i < first + count; ++i) {
     const bool train = stream == Stream::kTrain;
-    const int64_t user = train ? m.train_users[size_t(m.order(uint64_t(i)))] : m.eval_users[size_t(i)];
+    const int64_t user = train ? m.train_users[size_t(epoch_order(uint64_t(i)))] : m.eval_users[size_t(i)];
     const int64_t begin = c.offsets[size_t(user)];
     const int64_t n = c.length(user);
     seen.clear();
     seen.insert(c.items.begin() + begin, c.items.begin() + begin + n);
-    CounterRng rng(mix64(m.options.seed ^ kNegativeSalt, uint64_t(stream), uint64_t(i)));
+    CounterRng rng(mix64(negative_seed, uint64_t(stream), uint64_t(i)));
     // History events [h0, h1); training targets are h0 + 1 .. h1, evaluation's one target h1.
     int64_t h1 = train ? begin + train_split_length(n) - 1 : begin + n - (m.options.eval_on_test ? 1 : 2);
     int64_t h0 = begin;

@@ -52,7 +52,10 @@ class NextItemSamples {
 
   // Appends samples [first, first + count) of `stream` to `batch` (reset to
   // num_dense(), num_tables()); label 1 for every sample. strata::Error outside the stream.
-  void generate(Stream stream, int64_t first, int32_t count, Batch& batch) const;
+  // Training epochs differ as in SASRec: each `epoch` visits the users in its
+  // own order and draws fresh negatives (epoch 0 as before epochs counted);
+  // evaluation is the same in every epoch.
+  void generate(Stream stream, int64_t first, int32_t count, Batch& batch, int64_t epoch = 0) const;
 
  private:
   struct Impl;

@@ -116,7 +116,7 @@ int64_t SequenceSamples::size(Stream stream) const {
 const SequenceCorpus& SequenceSamples::corpus() const { return *impl_->corpus; }
 int64_t SequenceSamples::num_items() const { return impl_->distinct_items; }
 
-void SequenceSamples::generate(Stream stream, int64_t first, int32_t count, Batch& batch) const {
+void SequenceSamples::generate(Stream stream, int64_t first, int32_t count, Batch& batch, int64_t /*epoch*/) const {
   const Impl& m = *impl_;
   const SequenceCorpus& c = *m.corpus;
   if (first < 0 || count < 0 || first + count > size(stream)) {

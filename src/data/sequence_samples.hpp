@@ -67,7 +67,9 @@ class SequenceSamples {
 
   // Appends samples [first, first + count) of `stream` to `batch` (already reset to
   // num_dense(), num_tables()). Throws strata::Error for a range outside the stream.
-  void generate(Stream stream, int64_t first, int32_t count, Batch& batch) const;
+  // `epoch` is ignored: these click samples (their sampled non-clicks
+  // included) are a fixed CTR dataset, the same every epoch.
+  void generate(Stream stream, int64_t first, int32_t count, Batch& batch, int64_t epoch = 0) const;
 
  private:
   struct Impl;

@@ -455,7 +455,7 @@ int64_t SyntheticDataset::size(Stream stream) const {
   return stream == Stream::kTrain ? impl_->train_samples : impl_->eval_samples;
 }
 
-void SyntheticDataset::generate(Stream stream, int64_t first, int32_t count, Batch& batch) const {
+void SyntheticDataset::generate(Stream stream, int64_t first, int32_t count, Batch& batch, int64_t /*epoch*/) const {
   const Impl& m = *impl_;
   if (first < 0 || count < 0 || first > size(stream) - count) {
     throw Error("synthetic samples [" + std::to_string(first) + ", " + std::to_string(first + count) +

@@ -25,7 +25,8 @@ class SyntheticDataset {
   int64_t size(Stream stream) const;
 
   // Appends samples [first, first + count) of `stream` to `batch` (already reset).
-  void generate(Stream stream, int64_t first, int32_t count, Batch& batch) const;
+  // `epoch` is ignored: a CTR dataset is the same click log every epoch.
+  void generate(Stream stream, int64_t first, int32_t count, Batch& batch, int64_t epoch = 0) const;
 
   // The teacher's click probability for a sample (what labels are drawn from).
   double teacher_probability(Stream stream, int64_t index) const;

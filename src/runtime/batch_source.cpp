@@ -47,13 +47,22 @@ class IndexedBatchSource : public BatchSource {
     // The stream is a pure function of the sample index: an interrupted epoch
     // continues at the first sample not trained, whatever the new layout.
     base_ = 0;
-    if (phase == Phase::kTrain && pending_resume_) {
-      base_ = *pending_resume_;
-      pending_resume_.reset();
+    if (phase == Phase::kTrain) {
+      // Training phases are the epochs, in order; a resumed one continues its own.
+      epoch_ = started_training_ ? epoch_ + 1 : 0;
+      started_training_ = true;
+      if (pending_resume_) {
+        base_ = *pending_resume_;
+        epoch_ = pending_epoch_;
+        pending_resume_.reset();
+      }
     }
   }
 
-  void resume_epoch(const EpochResume& resume) override { pending_resume_ = resume.epoch_samples; }
+  void resume_epoch(const EpochResume& resume) override {
+    pending_resume_ = resume.epoch_samples;
+    pending_epoch_ = resume.epoch;
+  }
 
   bool next(int trainer, data::Batch& batch) override {
     const bool train = phase_ == Phase::kTrain;
@@ -65,7 +74,7 @@ class IndexedBatchSource : public BatchSource {
     const int64_t count = std::min<int64_t>(per_batch, size - first);
     if (count <= 0 || (train && count < per_batch)) return false;
     batch.reset(dataset_.num_dense(), dataset_.num_tables());
-    dataset_.generate(stream, first, static_cast<int32_t>(count), batch);
+    dataset_.generate(stream, first, static_cast<int32_t>(count), batch, epoch_);
     batch.first_sample = first;
     return true;
   }
@@ -84,6 +93,9 @@ class IndexedBatchSource : public BatchSource {
   std::vector<int64_t> next_step_;
   int64_t base_ = 0;                      // first sample of this phase
   std::optional<int64_t> pending_resume_;  // base of the next training phase
+  int64_t pending_epoch_ = 0;              // and its epoch
+  int64_t epoch_ = 0;                      // of the training phase now
+  bool started_training_ = false;
 };
 
 class TextBatchSource : public BatchSource {

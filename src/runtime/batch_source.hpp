@@ -25,6 +25,7 @@ struct SourcePosition {
 
 // How an interrupted epoch continues (from a checkpoint).
 struct EpochResume {
+  int64_t epoch = 0;          // the interrupted epoch (next-item samples differ per epoch)
   int64_t epoch_samples = 0;  // synthetic: samples of the epoch already trained (all trainers)
   // File sources: the writing run's producers' positions, indexed by their
   // producer number, and how many producers it had. This producer continues

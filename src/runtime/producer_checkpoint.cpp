@@ -78,6 +78,7 @@ void Producer::restore(const ResumePoint& resume) {
   const io::CheckpointHeader& h = reader.header();
   const std::vector<io::ProducerState> records = reader.producers();
   EpochResume epoch;
+  epoch.epoch = h.epoch;
   epoch.epoch_samples = h.epoch_samples;
   epoch.old_producers = h.producers;
   epoch.positions.resize(h.producers);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <set>
 #include <vector>
@@ -136,6 +137,49 @@ TEST(NextItemSamples, AnyRangeEqualsOnePassAndTheSeedOnlyReorders) {
     b.insert(bag(reordered, kNextItemHistoryTable, i).at(0));
   }
   EXPECT_EQ(a, b) << "the same users";
+}
+
+TEST(NextItemSamples, EachEpochHasItsOwnOrderAndFreshNegatives) {
+  SyntheticSequenceOptions synthetic;
+  synthetic.num_users = 80;
+  synthetic.num_items = 2000;
+  const auto corpus = std::make_shared<const SequenceCorpus>(SyntheticSequences(synthetic).corpus({0, 80}));
+  const NextItemSamples samples(corpus, {});
+  const int32_t n = int32_t(samples.size(Stream::kTrain));
+  auto epoch_batch = [&](Stream stream, int64_t epoch) {
+    Batch batch;
+    batch.reset(samples.num_dense(), samples.num_tables());
+    samples.generate(stream, 0, stream == Stream::kTrain ? n : int32_t(samples.size(stream)), batch, epoch);
+    return batch;
+  };
+  const Batch first = make(samples, Stream::kTrain, 0, n);
+  const Batch zero = epoch_batch(Stream::kTrain, 0), one = epoch_batch(Stream::kTrain, 1);
+  // Per user (its first history item names it): the same history and positives,
+  // other negatives; and the users come in another order.
+  std::map<uint64_t, std::vector<uint64_t>> negatives0, negatives1;
+  int moved = 0;
+  for (int i = 0; i < n; ++i) {
+    for (int t = 0; t < kNextItemTables; ++t) EXPECT_EQ(bag(zero, t, i), bag(first, t, i)) << "epoch 0 as before";
+    const std::vector<uint64_t> h0 = bag(zero, kNextItemHistoryTable, i), h1 = bag(one, kNextItemHistoryTable, i);
+    moved += h0 != h1;
+    const std::vector<uint64_t> c0 = bag(zero, kNextItemCandidateTable, i), c1 = bag(one, kNextItemCandidateTable, i);
+    for (size_t k = 1; k < c0.size(); k += 2) negatives0[h0.at(0)].push_back(c0[k]);
+    for (size_t k = 1; k < c1.size(); k += 2) negatives1[h1.at(0)].push_back(c1[k]);
+  }
+  EXPECT_GT(moved, n / 2) << "epoch 1 visits the users in its own order";
+  ASSERT_EQ(negatives0.size(), negatives1.size());
+  int same = 0, total = 0;
+  for (const auto& [user, negs] : negatives0) {
+    const std::vector<uint64_t>& other = negatives1.at(user);
+    ASSERT_EQ(negs.size(), other.size());
+    for (size_t k = 0; k < negs.size(); ++k) same += negs[k] == other[k], ++total;
+  }
+  EXPECT_LT(same, total / 10) << "fresh negatives in epoch 1";
+  // Evaluation does not change with the epoch.
+  const Batch eval0 = epoch_batch(Stream::kEval, 0), eval3 = epoch_batch(Stream::kEval, 3);
+  for (int i = 0; i < eval0.size; ++i) {
+    EXPECT_EQ(bag(eval0, kNextItemCandidateTable, i), bag(eval3, kNextItemCandidateTable, i));
+  }
 }
 
 TEST(NextItemSamples, OptionsAreChecked) {
