@@ -4,7 +4,6 @@
 // aborts the job, since its peers would wait for it forever.
 #include <mpi.h>
 
-#include <Kokkos_Core.hpp>
 #include <malloc.h>
 
 #include <cstdio>
@@ -17,7 +16,7 @@
 #include "app/ckpt_command.hpp"
 #include "app/convert_command.hpp"
 #include "app/tune_command.hpp"
-#include "backend/host/blas_kernels.hpp"
+#include "backend/device.hpp"
 #include "comm/mpi_channel.hpp"
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
@@ -227,15 +226,13 @@ int main(int argc, char** argv) {
   // Per-step buffers (batches, row blocks, messages) are megabytes: keep them
   // on the heap instead of mmap/munmap per allocation, which would fault and
   // zero fresh pages on every step.
-  strata::backend::host::ensure_tuned_blas_kernels(argv);
+  strata::backend::prepare_process(argv);
   mallopt(M_MMAP_THRESHOLD, 512 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   strata::comm::prepare_process_for_polite_waits();
   MPI_Init(&argc, &argv);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  Kokkos::InitArguments kokkos_args;
-  kokkos_args.disable_warnings = true;
-  Kokkos::initialize(kokkos_args);
+  strata::backend::initialize_runtime(argc, argv);
   int code = 0;
   try {
     code = dispatch(std::vector<std::string>(argv + 1, argv + argc));
@@ -246,7 +243,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     strata::runtime::exit_failed(strata::kExitFailed, e.what(), world_rank());
   }
-  Kokkos::finalize();
+  strata::backend::finalize_runtime();
   MPI_Finalize();
   return code;
 }

@@ -1,6 +1,7 @@
 // Which backend runs the neutral kernels (runtime.device): the host (Kokkos) or
 // CUDA. model/ and store/ call the kernel-family headers beside this one
-// (embedding_kernels.hpp, row_kernels.hpp, sparse_optimizer_kernels.hpp); every
+// (dense_kernels.hpp, attention_kernels.hpp, embedding_kernels.hpp,
+// row_kernels.hpp, sparse_optimizer_kernels.hpp); every
 // call goes to the kernels of the device selected here, the host by default.
 #pragma once
 
@@ -24,5 +25,13 @@ std::string cuda_unavailable_reason();
 // empty: strata::Error naming runtime.device and saying why.
 void select_device(Device device);
 Device active_device();
+
+// Once per process, before MPI_Init: picks the BLAS kernels for this CPU (may
+// exec argv[0] again once, see host/blas_kernels.hpp).
+void prepare_process(char** argv);
+// Around everything that runs kernels: the host backend's runtime (Kokkos),
+// which no code outside src/backend sees.
+void initialize_runtime(int& argc, char** argv);
+void finalize_runtime();
 
 }  // namespace strata::backend

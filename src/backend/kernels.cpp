@@ -1,8 +1,11 @@
 // The neutral kernel interface: device selection (runtime.device) and the
 // forwarding of every kernel-family call to the selected backend's table.
+#include <Kokkos_Core.hpp>
 #include <atomic>
 
 #include "backend/device.hpp"
+#include "backend/host/attention.hpp"
+#include "backend/host/blas_kernels.hpp"
 #include "backend/host/host_kernels.hpp"
 #include "backend/host/host_row_gather.hpp"
 #include "backend/host/host_sparse_optimizer.hpp"
@@ -26,8 +29,27 @@ void host_gather_i64(const float* arena, int width, const int64_t* slots, size_t
   host::gather_rows(arena, width, slots, n, dim, out);
 }
 
+const DenseKernelTable kHostDenseTable{
+    &host::gemm,
+    &host::bias_activation_forward,
+    &host::bias_activation_backward,
+    &host::dot_interaction_packed_size,
+    &host::dot_interaction_scratch_size,
+    &host::dot_interaction_forward,
+    &host::dot_interaction_backward,
+    &host::bce_with_logits,
+    &host::sigmoid,
+    &host::attention_scratch_bytes,
+    &host::causal_attention_forward,
+    &host::causal_attention_backward,
+    &host::hstu_attention_forward,
+    &host::hstu_attention_backward,
+    &host::hstu_attention_bias_backward,
+};
+
 const KernelTable kHostTable{
     "host",
+    &kHostDenseTable,
     &host::embedding_bag_forward,
     &host::embedding_bag_backward,
     &host_gather_i32,
@@ -43,6 +65,7 @@ std::atomic<Device> active{Device::kHost};
 }  // namespace
 
 const KernelTable& host_kernel_table() { return kHostTable; }
+const DenseKernelTable& host_dense_kernel_table() { return kHostDenseTable; }
 const KernelTable& active_kernel_table() { return *active_table.load(std::memory_order_relaxed); }
 
 }  // namespace impl
@@ -87,6 +110,17 @@ void select_device(Device device) {
 
 Device active_device() { return impl::active.load(); }
 
+void prepare_process(char** argv) { host::ensure_tuned_blas_kernels(argv); }
+
+void initialize_runtime(int& argc, char** argv) {
+  Kokkos::InitArguments arguments;
+  arguments.disable_warnings = true;
+  (void)argc, (void)argv;  // Kokkos takes its settings from the environment (KOKKOS_*), not strata's flags
+  Kokkos::initialize(arguments);
+}
+
+void finalize_runtime() { Kokkos::finalize(); }
+
 // ---- forwarding ----------------------------------------------------------------------
 
 void embedding_bag_forward(int batch, int dim, const int32_t* offsets, const int32_t* index, const float* rows,
@@ -99,6 +133,68 @@ void embedding_bag_backward(int batch, int dim, int num_unique, const int32_t* o
                             RowGatherScratch& scratch, RowGradAlgorithm algorithm) {
   impl::active_kernel_table().embedding_bag_backward(batch, dim, num_unique, offsets, index, dpooled, layout, mode,
                                                      row_grads, scratch, algorithm);
+}
+
+namespace {
+const impl::DenseKernelTable& dense() { return *impl::active_kernel_table().dense; }
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, const float* b, float beta,
+          float* c) {
+  dense().gemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+}
+void bias_activation_forward(int rows, int cols, const float* bias, Activation act, float* y) {
+  dense().bias_activation_forward(rows, cols, bias, act, y);
+}
+void bias_activation_backward(int rows, int cols, const float* y, Activation act, float* dy, float* dbias) {
+  dense().bias_activation_backward(rows, cols, y, act, dy, dbias);
+}
+size_t dot_interaction_packed_size(int batch, int num_features, int dim) {
+  return dense().dot_interaction_packed_size(batch, num_features, dim);
+}
+size_t dot_interaction_scratch_size(int num_features, int dim) {
+  return dense().dot_interaction_scratch_size(num_features, dim);
+}
+void dot_interaction_forward(int batch, int num_features, int dim, const float* const* features, float* packed,
+                             float* out) {
+  dense().dot_interaction_forward(batch, num_features, dim, features, packed, out);
+}
+void dot_interaction_backward(int batch, int num_features, int dim, const float* packed, const float* dout,
+                              float* scratch, float* const* dfeatures) {
+  dense().dot_interaction_backward(batch, num_features, dim, packed, dout, scratch, dfeatures);
+}
+void bce_with_logits(int batch, const float* logits, const float* labels, float scale, double* losses,
+                     float* dlogits) {
+  dense().bce_with_logits(batch, logits, labels, scale, losses, dlogits);
+}
+void sigmoid(int n, const float* logits, float* probs) { dense().sigmoid(n, logits, probs); }
+
+size_t attention_scratch_bytes(AttentionKind kind, int dim, int max_len, const AttentionOptions& options) {
+  return dense().attention_scratch_bytes(kind, dim, max_len, options);
+}
+void causal_attention_forward(const JaggedAttentionShape& shape, const float* q, const float* k, const float* v,
+                              float* out, float* lse, AttentionScratch& scratch, const AttentionOptions& options) {
+  dense().causal_attention_forward(shape, q, k, v, out, lse, scratch, options);
+}
+void causal_attention_backward(const JaggedAttentionShape& shape, const float* q, const float* k, const float* v,
+                               const float* out, const float* lse, const float* dout, float* dq, float* dk,
+                               float* dv, AttentionScratch& scratch, const AttentionOptions& options) {
+  dense().causal_attention_backward(shape, q, k, v, out, lse, dout, dq, dk, dv, scratch, options);
+}
+void hstu_attention_forward(const JaggedAttentionShape& shape, const float* q, const float* k, const float* v,
+                            const float* bias, int num_buckets, float* out, AttentionScratch& scratch,
+                            const AttentionOptions& options) {
+  dense().hstu_attention_forward(shape, q, k, v, bias, num_buckets, out, scratch, options);
+}
+void hstu_attention_backward(const JaggedAttentionShape& shape, const float* q, const float* k, const float* v,
+                             const float* bias, int num_buckets, const float* dout, float* dq, float* dk, float* dv,
+                             float* dbias, AttentionScratch& scratch, const AttentionOptions& options) {
+  dense().hstu_attention_backward(shape, q, k, v, bias, num_buckets, dout, dq, dk, dv, dbias, scratch, options);
+}
+void hstu_attention_bias_backward(const JaggedAttentionShape& shape, const float* q, const float* k, const float* v,
+                                  const float* bias, int num_buckets, const float* dout, float* dbias,
+                                  AttentionScratch& scratch, const AttentionOptions& options) {
+  dense().hstu_attention_bias_backward(shape, q, k, v, bias, num_buckets, dout, dbias, scratch, options);
 }
 
 void gather_rows(const float* arena, int width, const int32_t* slots, size_t n, int dim, float* out) {

@@ -5,7 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backend/host/host_kernels.hpp"
+#include "backend/dense_kernels.hpp"
+#include "backend/embedding_kernels.hpp"
 #include "common/error.hpp"
 #include "model/batch_checks.hpp"
 #include "model/bce_loss.hpp"
@@ -66,7 +67,7 @@ struct Din::Impl {
         bottom(params, "bottom", s.num_dense, s.bottom, /*relu_last=*/true),
         attention(params, "attention", 4 * s.dim, s.attention, /*relu_last=*/false),
         top(params, "top", s.top_input_width(), s.top, /*relu_last=*/false),
-        pooling(size_t(s.num_tables), EmbeddingBagPooling(s.dim, backend::host::PoolingMode::kSum)) {
+        pooling(size_t(s.num_tables), EmbeddingBagPooling(s.dim, backend::PoolingMode::kSum)) {
     params.finalize();
     bottom.init(params, seed);
     attention.init(params, seed);
@@ -273,7 +274,7 @@ void Din::predict(const data::Batch& batch, const std::vector<const float*>& row
   Impl& m = *impl_;
   m.check(batch, rows, nullptr);
   const float* logits = m.forward(batch, rows);
-  backend::host::sigmoid(batch.size, logits, probs);
+  backend::sigmoid(batch.size, logits, probs);
 }
 
 }  // namespace strata::model

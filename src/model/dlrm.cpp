@@ -6,7 +6,8 @@
 #include <algorithm>
 #include <cctype>
 
-#include "backend/host/host_kernels.hpp"
+#include "backend/dense_kernels.hpp"
+#include "backend/embedding_kernels.hpp"
 #include "common/error.hpp"
 #include "model/batch_checks.hpp"
 #include "model/bce_loss.hpp"
@@ -49,7 +50,7 @@ std::vector<int> parse_layer_widths(const std::string& text, const std::string& 
 }
 
 int DlrmShape::interaction_width() const {
-  return backend::host::dot_interaction_width(num_tables + 1, dim);
+  return backend::dot_interaction_width(num_tables + 1, dim);
 }
 
 DlrmShape dlrm_shape(const ModelOptions& options, int num_dense, int num_tables) {
@@ -207,7 +208,7 @@ void Dlrm::predict(const data::Batch& batch, const std::vector<const float*>& ro
   Impl& m = *impl_;
   check_dlrm_batch(m.shape, batch, rows, nullptr, "Dlrm");
   const float* logits = m.forward(batch, rows);
-  backend::host::sigmoid(batch.size, logits, probs);
+  backend::sigmoid(batch.size, logits, probs);
 }
 
 }  // namespace strata::model

@@ -9,8 +9,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/host/attention.hpp"
-#include "backend/host/host_kernels.hpp"
+#include "backend/attention_kernels.hpp"
+#include "backend/dense_kernels.hpp"
+#include "backend/embedding_kernels.hpp"
 #include "common/error.hpp"
 #include "common/rng.hpp"
 #include "model/linear.hpp"
@@ -18,7 +19,6 @@
 
 namespace strata::model {
 
-namespace host = backend::host;
 
 namespace {
 
@@ -94,7 +94,7 @@ struct Hstu::Impl {
   size_t position;  // (max_len, dim) positional embedding, row p for p events back
   std::vector<HstuBlock> blocks;
   LayerNorm final_ln;
-  host::AttentionScratch attention_scratch;
+  backend::AttentionScratch attention_scratch;
   // layout.sp > 1: the attention of a training step is shared with the SP group.
   std::unique_ptr<SequenceParallelAttention> sequence_parallel;
   bool training_step = false;  // forward_backward sets it: evaluation stays local
@@ -147,7 +147,7 @@ struct Hstu::Impl {
     const float* items = rows[kHstuHistoryTable];
     const float* pos = params.values().data() + position;
     embed_history(history, B, items, pos, D, token_position, stream[0]);
-    const host::JaggedAttentionShape attention_shape{B, shape.heads, shape.head_dim(), history.offsets.data()};
+    const backend::JaggedAttentionShape attention_shape{B, shape.heads, shape.head_dim(), history.offsets.data()};
     dy.resize(ND);  // the output projection before it joins the stream
     SequenceParallelAttention* sp = training_step ? sequence_parallel.get() : nullptr;
     if (sp != nullptr) sp->plan(B, history.offsets.data());
@@ -179,7 +179,7 @@ struct Hstu::Impl {
       if (sp != nullptr)
         sp->forward(a.q.data(), a.k.data(), a.v.data(), rab, shape.buckets, a.av.data(), nullptr);
       else
-        host::hstu_attention_forward(attention_shape, a.q.data(), a.k.data(), a.v.data(), rab, shape.buckets,
+        backend::hstu_attention_forward(attention_shape, a.q.data(), a.k.data(), a.v.data(), rab, shape.buckets,
                                      a.av.data(), attention_scratch);
       block.attention_ln.forward(params, a.av.data(), N, a.ln_av.data(), a.av_mean.data(), a.av_rstd.data());
       for (size_t i = 0; i < ND; ++i) a.gated[i] = a.ln_av[i] * a.u[i];
@@ -201,7 +201,7 @@ struct Hstu::Impl {
     const int B = batch.size, D = shape.dim;
     const size_t ND = size_t(N) * D;
     const data::SparseBags& history = batch.tables[kHstuHistoryTable];
-    const host::JaggedAttentionShape attention_shape{B, shape.heads, shape.head_dim(), history.offsets.data()};
+    const backend::JaggedAttentionShape attention_shape{B, shape.heads, shape.head_dim(), history.offsets.data()};
     for (auto* buffer : {&dstream, &dy, &dx, &dn, &dav, &dq, &dk, &dv}) buffer->resize(ND);
     dpre.resize(4 * ND);
 
@@ -226,7 +226,7 @@ struct Hstu::Impl {
                                     params.values().data() + block.relative_bias, shape.buckets, dav.data(),
                                     dq.data(), dk.data(), dv.data(), params.grads(block.relative_bias));
       else
-        host::hstu_attention_backward(attention_shape, a.q.data(), a.k.data(), a.v.data(),
+        backend::hstu_attention_backward(attention_shape, a.q.data(), a.k.data(), a.v.data(),
                                       params.values().data() + block.relative_bias, shape.buckets, dav.data(),
                                       dq.data(), dk.data(), dv.data(), params.grads(block.relative_bias),
                                       attention_scratch);
@@ -274,7 +274,7 @@ double Hstu::forward_backward(const data::Batch& batch, const std::vector<const 
 }
 
 void Hstu::set_sequence_group(SequenceGroup* group, const SequenceParallelOptions& options) {
-  attach_sequence_group(*impl_, group, options, host::AttentionKind::kHstu);
+  attach_sequence_group(*impl_, group, options, backend::AttentionKind::kHstu);
 }
 
 SequenceParallelStats Hstu::take_sequence_parallel_stats() { return model::take_sequence_parallel_stats(*impl_); }

@@ -27,7 +27,7 @@
 // is deterministic.
 //
 // The batch runs as one jagged (total_tokens, dim) activation: every projection is one
-// GEMM over all tokens, attention is backend::host::hstu_attention_*.
+// GEMM over all tokens, attention is backend::hstu_attention_*.
 #pragma once
 
 #include <cstdint>

@@ -8,7 +8,6 @@
 
 namespace strata::model {
 
-namespace host = backend::host;
 
 namespace {
 constexpr uint64_t kDenseInitStream = 0x64656e7365696e69ULL;  // "denseini"
@@ -38,17 +37,17 @@ void Linear::init(DenseParameters& params, uint64_t seed) const {
 void Linear::forward(const DenseParameters& params, const float* x, int batch, float* y) const {
   const float* w = params.values().data() + weight_;
   const float* b = params.values().data() + bias_;
-  host::gemm(false, true, batch, out_, in_, 1.0f, x, w, 0.0f, y);  // (B, in) (out, in)^T
-  host::bias_activation_forward(batch, out_, b, act_, y);
+  backend::gemm(false, true, batch, out_, in_, 1.0f, x, w, 0.0f, y);  // (B, in) (out, in)^T
+  backend::bias_activation_forward(batch, out_, b, act_, y);
 }
 
 void Linear::backward(DenseParameters& params, const float* x, const float* y, float* dy,
                       int batch, float* dx) const {
-  host::bias_activation_backward(batch, out_, y, act_, dy, params.grads(bias_));
-  host::gemm(true, false, out_, in_, batch, 1.0f, dy, x, 0.0f, params.grads(weight_));  // dY^T X
+  backend::bias_activation_backward(batch, out_, y, act_, dy, params.grads(bias_));
+  backend::gemm(true, false, out_, in_, batch, 1.0f, dy, x, 0.0f, params.grads(weight_));  // dY^T X
   if (dx != nullptr) {
     const float* w = params.values().data() + weight_;
-    host::gemm(false, false, batch, in_, out_, 1.0f, dy, w, 0.0f, dx);  // dY W
+    backend::gemm(false, false, batch, in_, out_, 1.0f, dy, w, 0.0f, dx);  // dY W
   }
 }
 

@@ -6,12 +6,13 @@
 #include <cstdint>
 #include <string>
 
-#include "backend/host/host_kernels.hpp"
+#include "backend/dense_kernels.hpp"
+#include "backend/embedding_kernels.hpp"
 #include "model/dense_parameters.hpp"
 
 namespace strata::model {
 
-using backend::host::Activation;
+using backend::Activation;
 
 class Linear {
  public:

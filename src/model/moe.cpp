@@ -9,7 +9,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "backend/host/host_kernels.hpp"
+#include "backend/dense_kernels.hpp"
+#include "backend/embedding_kernels.hpp"
 #include "common/error.hpp"
 #include "model/bce_loss.hpp"
 #include "model/dot_interaction.hpp"
@@ -125,7 +126,7 @@ struct Moe::Impl {
       : shape(s),
         width(s.dlrm.interaction_width()),
         bottom(params, "bottom", s.dlrm.num_dense, s.dlrm.bottom, /*relu_last=*/true),
-        gate(params, "gate", width, s.num_experts, backend::host::Activation::kNone),
+        gate(params, "gate", width, s.num_experts, backend::Activation::kNone),
         interaction(s.dlrm.num_tables + 1, s.dlrm.dim),
         pooling(size_t(s.dlrm.num_tables), EmbeddingBagPooling(s.dlrm.dim, s.dlrm.pooling)),
         router(s.num_experts, s.top_k, s.capacity_factor),
@@ -138,7 +139,7 @@ struct Moe::Impl {
       int in = width;
       for (size_t l = 0; l < s.dlrm.top.size(); ++l) {
         const bool last = l + 1 == s.dlrm.top.size();
-        const auto act = last ? backend::host::Activation::kNone : backend::host::Activation::kRelu;
+        const auto act = last ? backend::Activation::kNone : backend::Activation::kRelu;
         expert.layers.emplace_back(params, "expert." + std::to_string(e) + "." + std::to_string(l), in,
                                    s.dlrm.top[l], act);
         in = s.dlrm.top[l];
@@ -511,7 +512,7 @@ void Moe::predict(const data::Batch& batch, const std::vector<const float*>& row
   Impl& m = *impl_;
   check_dlrm_batch(m.shape.dlrm, batch, rows, nullptr, "Moe");
   const float* logits = m.forward(batch, rows);
-  backend::host::sigmoid(batch.size, logits, probs);
+  backend::sigmoid(batch.size, logits, probs);
 }
 
 RoutingStats Moe::take_routing_stats() {

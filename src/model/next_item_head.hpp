@@ -130,7 +130,7 @@ double next_item_forward_backward(Impl& m, const data::Batch& batch, const std::
 // layout.sp > 1: the model's attention shares its work with the group (null or one member: alone).
 template <class Impl>
 void attach_sequence_group(Impl& m, SequenceGroup* group, const SequenceParallelOptions& options,
-                           backend::host::AttentionKind kind) {
+                           backend::AttentionKind kind) {
   m.sequence_parallel.reset();
   if (group != nullptr && group->size() > 1)
     m.sequence_parallel =

@@ -8,8 +8,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/host/attention.hpp"
-#include "backend/host/host_kernels.hpp"
+#include "backend/attention_kernels.hpp"
+#include "backend/dense_kernels.hpp"
+#include "backend/embedding_kernels.hpp"
 #include "common/error.hpp"
 #include "common/rng.hpp"
 #include "model/linear.hpp"
@@ -17,7 +18,6 @@
 
 namespace strata::model {
 
-namespace host = backend::host;
 
 namespace {
 
@@ -75,7 +75,7 @@ struct Sasrec::Impl {
   size_t position;  // (max_len, dim) positional embedding, row p for p events back
   std::vector<SasrecBlock> blocks;
   LayerNorm final_ln;
-  host::AttentionScratch attention_scratch;
+  backend::AttentionScratch attention_scratch;
   // layout.sp > 1: the attention of a training step is shared with the SP group.
   std::unique_ptr<SequenceParallelAttention> sequence_parallel;
   bool training_step = false;  // forward_backward sets it: evaluation stays local
@@ -128,7 +128,7 @@ struct Sasrec::Impl {
     const float* items = rows[kSasrecHistoryTable];
     const float* pos = params.values().data() + position;
     embed_history(history, B, items, pos, D, token_position, stream[0]);
-    const host::JaggedAttentionShape attention_shape{B, shape.heads, shape.head_dim(), history.offsets.data()};
+    const backend::JaggedAttentionShape attention_shape{B, shape.heads, shape.head_dim(), history.offsets.data()};
     dy.resize(ND);  // the projection outputs before they join the stream
     SequenceParallelAttention* sp = training_step ? sequence_parallel.get() : nullptr;
     if (sp != nullptr) sp->plan(B, history.offsets.data());
@@ -152,7 +152,7 @@ struct Sasrec::Impl {
       if (sp != nullptr)
         sp->forward(a.q.data(), a.k.data(), a.v.data(), nullptr, 0, a.attention.data(), a.lse.data());
       else
-        host::causal_attention_forward(attention_shape, a.q.data(), a.k.data(), a.v.data(), a.attention.data(),
+        backend::causal_attention_forward(attention_shape, a.q.data(), a.k.data(), a.v.data(), a.attention.data(),
                                        a.lse.data(), attention_scratch);
       block.output.forward(params, a.attention.data(), N, dy.data());
       for (size_t i = 0; i < ND; ++i) a.mid[i] = x[i] + dy[i];
@@ -177,7 +177,7 @@ struct Sasrec::Impl {
     const int B = batch.size, D = shape.dim;
     const size_t ND = size_t(N) * D;
     const data::SparseBags& history = batch.tables[kSasrecHistoryTable];
-    const host::JaggedAttentionShape attention_shape{B, shape.heads, shape.head_dim(), history.offsets.data()};
+    const backend::JaggedAttentionShape attention_shape{B, shape.heads, shape.head_dim(), history.offsets.data()};
     for (auto* buffer : {&dstream, &dy, &dx, &dtmp, &dq, &dk, &dv}) buffer->resize(ND);
 
     std::fill(dstream.begin(), dstream.end(), 0.0f);
@@ -198,7 +198,7 @@ struct Sasrec::Impl {
         sequence_parallel->backward(a.q.data(), a.k.data(), a.v.data(), a.attention.data(), a.lse.data(), nullptr, 0,
                                     dx.data(), dq.data(), dk.data(), dv.data(), nullptr);
       else
-        host::causal_attention_backward(attention_shape, a.q.data(), a.k.data(), a.v.data(), a.attention.data(),
+        backend::causal_attention_backward(attention_shape, a.q.data(), a.k.data(), a.v.data(), a.attention.data(),
                                         a.lse.data(), dx.data(), dq.data(), dk.data(), dv.data(), attention_scratch);
       block.query.backward(params, a.ln1.data(), a.q.data(), dq.data(), N, dx.data());
       block.key.backward(params, a.ln1.data(), a.k.data(), dk.data(), N, dtmp.data());
@@ -236,7 +236,7 @@ double Sasrec::forward_backward(const data::Batch& batch, const std::vector<cons
 }
 
 void Sasrec::set_sequence_group(SequenceGroup* group, const SequenceParallelOptions& options) {
-  attach_sequence_group(*impl_, group, options, host::AttentionKind::kCausalSoftmax);
+  attach_sequence_group(*impl_, group, options, backend::AttentionKind::kCausalSoftmax);
 }
 
 SequenceParallelStats Sasrec::take_sequence_parallel_stats() { return model::take_sequence_parallel_stats(*impl_); }

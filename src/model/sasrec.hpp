@@ -20,7 +20,7 @@
 // so a step is deterministic.
 //
 // The batch runs as one jagged (total_tokens, dim) activation: every projection is one
-// GEMM over all tokens, attention is backend::host::causal_attention_*.
+// GEMM over all tokens, attention is backend::causal_attention_*.
 #pragma once
 
 #include <cstdint>

@@ -10,7 +10,6 @@
 
 namespace strata::model {
 
-namespace host = backend::host;
 
 namespace {
 
@@ -48,7 +47,7 @@ SequenceParallelMode parse_sequence_parallel_mode(const std::string& mode) {
   throw Error("bad value '" + mode + "' for layout.sp_mode", "allowed values: ring, alltoall");
 }
 
-SequenceParallelAttention::SequenceParallelAttention(SequenceGroup& group, host::AttentionKind kind, int heads,
+SequenceParallelAttention::SequenceParallelAttention(SequenceGroup& group, backend::AttentionKind kind, int heads,
                                                      int head_dim, const SequenceParallelOptions& options)
     : group_(group), kind_(kind), heads_(heads), head_dim_(head_dim), options_(options) {
   if (options_.mode == SequenceParallelMode::kAllToAll && heads % group.size() != 0)
@@ -162,20 +161,20 @@ void SequenceParallelAttention::run_forward_unit(const Unit& u, const char*& in,
   take_rows(in, kb_.data(), 0, nw, 0, u.q1, 0, nw);
   take_rows(in, vb_.data(), 0, nw, 0, u.q1, 0, nw);
   const int32_t offs[2] = {0, u.q1};
-  const host::JaggedAttentionShape shape{1, nh, head_dim_, offs};
-  host::AttentionOptions opts = kernel_options_;
+  const backend::JaggedAttentionShape shape{1, nh, head_dim_, offs};
+  backend::AttentionOptions opts = kernel_options_;
   opts.first_query = u.q0;
-  if (kind_ == host::AttentionKind::kHstu) {
+  if (kind_ == backend::AttentionKind::kHstu) {
     opts.hstu_norm = L;  // the whole history's length, as its home divides by
-    host::hstu_attention_forward(shape, qb_.data(), kb_.data(), vb_.data(), bias, num_buckets, ob_.data(), scratch_,
+    backend::hstu_attention_forward(shape, qb_.data(), kb_.data(), vb_.data(), bias, num_buckets, ob_.data(), scratch_,
                                  opts);
   } else {
     lb_.assign(size_t(u.q1) * nh, 0.0f);
-    host::causal_attention_forward(shape, qb_.data(), kb_.data(), vb_.data(), ob_.data(), lb_.data(), scratch_,
+    backend::causal_attention_forward(shape, qb_.data(), kb_.data(), vb_.data(), ob_.data(), lb_.data(), scratch_,
                                    opts);
   }
   append_rows(reply, ob_.data(), 0, nw, u.q0, u.q1, 0, nw);
-  if (kind_ == host::AttentionKind::kCausalSoftmax) append_rows(reply, lb_.data(), 0, nh, u.q0, u.q1, 0, nh);
+  if (kind_ == backend::AttentionKind::kCausalSoftmax) append_rows(reply, lb_.data(), 0, nh, u.q0, u.q1, 0, nh);
 }
 
 void SequenceParallelAttention::run_backward_unit(const Unit& u, const char*& in, std::vector<char>& reply,
@@ -188,17 +187,17 @@ void SequenceParallelAttention::run_backward_unit(const Unit& u, const char*& in
   take_rows(in, vb_.data(), 0, nw, 0, L, 0, nw);
   take_rows(in, gb_.data(), 0, nw, 0, L, 0, nw);
   const int32_t offs[2] = {0, L};
-  const host::JaggedAttentionShape shape{1, nh, head_dim_, offs};
-  if (kind_ == host::AttentionKind::kHstu) {
+  const backend::JaggedAttentionShape shape{1, nh, head_dim_, offs};
+  if (kind_ == backend::AttentionKind::kHstu) {
     // Without the bias gradient: the home sums it over its whole batch (see the header).
-    host::hstu_attention_backward(shape, qb_.data(), kb_.data(), vb_.data(), bias, num_buckets, gb_.data(),
+    backend::hstu_attention_backward(shape, qb_.data(), kb_.data(), vb_.data(), bias, num_buckets, gb_.data(),
                                   dqb_.data(), dkb_.data(), dvb_.data(), nullptr, scratch_, kernel_options_);
   } else {
     ob_.resize(rows);
     lb_.resize(size_t(L) * nh);
     take_rows(in, ob_.data(), 0, nw, 0, L, 0, nw);
     take_rows(in, lb_.data(), 0, nh, 0, L, 0, nh);
-    host::causal_attention_backward(shape, qb_.data(), kb_.data(), vb_.data(), ob_.data(), lb_.data(), gb_.data(),
+    backend::causal_attention_backward(shape, qb_.data(), kb_.data(), vb_.data(), ob_.data(), lb_.data(), gb_.data(),
                                     dqb_.data(), dkb_.data(), dvb_.data(), scratch_, kernel_options_);
   }
   append_rows(reply, dqb_.data(), 0, nw, 0, L, 0, nw);
@@ -234,7 +233,7 @@ double SequenceParallelAttention::bytes_to_others() const {
 void SequenceParallelAttention::forward(const float* q, const float* k, const float* v, const float* bias,
                                         int num_buckets, float* out, float* lse) {
   const int me = group_.rank(), members = group_.size(), W = heads_ * head_dim_;
-  const bool softmax = kind_ == host::AttentionKind::kCausalSoftmax;
+  const bool softmax = kind_ == backend::AttentionKind::kCausalSoftmax;
   parts_.resize(size_t(members));
   for (const Unit& u : forward_units_) {
     if (u.home != me) continue;
@@ -270,7 +269,7 @@ void SequenceParallelAttention::backward(const float* q, const float* k, const f
                                          const float* lse, const float* bias, int num_buckets, const float* dout,
                                          float* dq, float* dk, float* dv, float* dbias) {
   const int me = group_.rank(), members = group_.size(), W = heads_ * head_dim_;
-  const bool softmax = kind_ == host::AttentionKind::kCausalSoftmax;
+  const bool softmax = kind_ == backend::AttentionKind::kCausalSoftmax;
   parts_.resize(size_t(members));
   for (const Unit& u : backward_units_) {
     if (u.home != me) continue;
@@ -302,10 +301,10 @@ void SequenceParallelAttention::backward(const float* q, const float* k, const f
       for (float* x : {dq, dk, dv}) take_rows(in, x, s0, W, 0, u.q1, c0, n);
     }
   }
-  if (kind_ == host::AttentionKind::kHstu && dbias != nullptr) {
+  if (kind_ == backend::AttentionKind::kHstu && dbias != nullptr) {
     const std::vector<int32_t>& offsets = offsets_[size_t(me)];
-    const host::JaggedAttentionShape shape{int(offsets.size()) - 1, heads_, head_dim_, offsets.data()};
-    host::hstu_attention_bias_backward(shape, q, k, v, bias, num_buckets, dout, dbias, scratch_, kernel_options_);
+    const backend::JaggedAttentionShape shape{int(offsets.size()) - 1, heads_, head_dim_, offsets.data()};
+    backend::hstu_attention_bias_backward(shape, q, k, v, bias, num_buckets, dout, dbias, scratch_, kernel_options_);
   }
 }
 

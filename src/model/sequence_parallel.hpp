@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/host/attention.hpp"
+#include "backend/attention_kernels.hpp"
 #include "model/sequence_group.hpp"
 
 namespace strata::model {
@@ -64,7 +64,7 @@ class SequenceParallelAttention {
  public:
   // heads x head_dim is the width of Q, K, V rows; query_block the kernels' (a ring
   // chunk starts on a multiple of it).
-  SequenceParallelAttention(SequenceGroup& group, backend::host::AttentionKind kind, int heads, int head_dim,
+  SequenceParallelAttention(SequenceGroup& group, backend::AttentionKind kind, int heads, int head_dim,
                             const SequenceParallelOptions& options);
 
   // Collective: every member, at the start of a training step, with its own batch's
@@ -102,11 +102,11 @@ class SequenceParallelAttention {
   double bytes_to_others() const;  // of the last exchange_parts
 
   SequenceGroup& group_;
-  backend::host::AttentionKind kind_;
+  backend::AttentionKind kind_;
   int heads_, head_dim_;
   SequenceParallelOptions options_;
-  backend::host::AttentionOptions kernel_options_;
-  backend::host::AttentionScratch scratch_;
+  backend::AttentionOptions kernel_options_;
+  backend::AttentionScratch scratch_;
   std::vector<std::vector<int32_t>> offsets_;  // every member's history offsets, this step
   std::vector<Unit> forward_units_, backward_units_;
   double last_max_mean_ = 1;

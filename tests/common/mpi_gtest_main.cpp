@@ -1,10 +1,11 @@
-// Shared GoogleTest main for every strata test: initialises MPI and Kokkos, and
+// Shared GoogleTest main for every strata test: initialises MPI and the backend, and
 // combines results across ranks so that a failure on any rank fails the test.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <Kokkos_Core.hpp>
 #include <cstdio>
+
+#include "backend/device.hpp"
 
 namespace {
 
@@ -31,14 +32,14 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   testing::InitGoogleTest(&argc, argv);
-  Kokkos::initialize(argc, argv);
+  strata::backend::initialize_runtime(argc, argv);
   auto& listeners = testing::UnitTest::GetInstance()->listeners();
   listeners.Append(new RankPrefixListener(rank));
   if (rank != 0) delete listeners.Release(listeners.default_result_printer());
   int local = RUN_ALL_TESTS();
   int global = 0;
   MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  Kokkos::finalize();
+  strata::backend::finalize_runtime();
   MPI_Finalize();
   return global;
 }

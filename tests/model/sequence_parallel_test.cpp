@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/host/attention.hpp"
+#include "backend/attention_kernels.hpp"
 #include "comm/mpi_sequence_group.hpp"
 #include "comm/parallel_groups.hpp"
 #include "model/hstu.hpp"
@@ -23,7 +23,7 @@
 
 using namespace strata::model;
 using namespace strata::model::testing;
-namespace host = strata::backend::host;
+namespace kernels = strata::backend;
 using strata::ModelOptions;
 
 namespace {
@@ -126,7 +126,7 @@ TEST(SequenceParallelPlan, BalancesWholeHistoriesAndReportsIt) {
   const int size = world_size();
   strata::comm::ParallelGroups groups(MPI_COMM_WORLD, strata::ParallelLayout{1, size, 1});
   strata::comm::MpiSequenceGroup group(groups);
-  SequenceParallelAttention attention(group, host::AttentionKind::kHstu, 2, 4, {1000, SequenceParallelMode::kRing});
+  SequenceParallelAttention attention(group, kernels::AttentionKind::kHstu, 2, 4, {1000, SequenceParallelMode::kRing});
   // Every rank's batch: 64 histories of lengths 1 .. 64 in a rank-dependent order.
   std::vector<int32_t> offsets{0};
   for (int i = 0; i < 64; ++i) offsets.push_back(offsets.back() + 1 + (i * 37 + 11 * world_rank()) % 64);
@@ -144,7 +144,7 @@ TEST(SequenceParallelOptions, AlltoallRefusesHeadsNotDividedByTheGroup) {
   strata::comm::MpiSequenceGroup group(groups);
   expect_error_naming(
       [&] {
-        SequenceParallelAttention a(group, host::AttentionKind::kHstu, size + 1, 4,
+        SequenceParallelAttention a(group, kernels::AttentionKind::kHstu, size + 1, 4,
                                     {16, SequenceParallelMode::kAllToAll});
       },
       {"layout.sp_mode", "layout.sp"});
@@ -157,37 +157,37 @@ TEST(SequenceParallelKernels, PartialForwardAndBiasGradientEqualTheWholeKernels)
   const int H = 2, D = 4, W = H * D;
   const std::vector<int32_t> offsets{0, 1, 8, 150, 151, 280};
   const int N = offsets.back();
-  const host::JaggedAttentionShape shape{5, H, D, offsets.data()};
+  const kernels::JaggedAttentionShape shape{5, H, D, offsets.data()};
   const auto q = random_vector(size_t(N) * W, 1), k = random_vector(size_t(N) * W, 2),
              v = random_vector(size_t(N) * W, 3), dout = random_vector(size_t(N) * W, 4);
   const auto bias = random_vector(16, 5, -0.1f, 0.1f);
-  host::AttentionScratch scratch;
+  kernels::AttentionScratch scratch;
   std::vector<float> out(size_t(N) * W), lse(size_t(N) * H), dq(out.size()), dk(out.size()), dv(out.size()),
       dbias(16), dbias_alone(16);
-  host::hstu_attention_backward(shape, q.data(), k.data(), v.data(), bias.data(), 16, dout.data(), dq.data(),
+  kernels::hstu_attention_backward(shape, q.data(), k.data(), v.data(), bias.data(), 16, dout.data(), dq.data(),
                                 dk.data(), dv.data(), dbias.data(), scratch);
-  host::hstu_attention_bias_backward(shape, q.data(), k.data(), v.data(), bias.data(), 16, dout.data(),
+  kernels::hstu_attention_bias_backward(shape, q.data(), k.data(), v.data(), bias.data(), 16, dout.data(),
                                      dbias_alone.data(), scratch);
   EXPECT_TRUE(bits_equal(dbias, dbias_alone));
   for (const bool softmax : {false, true}) {
     if (softmax)
-      host::causal_attention_forward(shape, q.data(), k.data(), v.data(), out.data(), lse.data(), scratch);
+      kernels::causal_attention_forward(shape, q.data(), k.data(), v.data(), out.data(), lse.data(), scratch);
     else
-      host::hstu_attention_forward(shape, q.data(), k.data(), v.data(), bias.data(), 16, out.data(), scratch);
+      kernels::hstu_attention_forward(shape, q.data(), k.data(), v.data(), bias.data(), 16, out.data(), scratch);
     // Sequence 3 (rows 8 .. 150, L = 142) from query 64 and from query 128.
     for (const int q0 : {64, 128}) {
       const int s0 = 8, L = 142;
       const int32_t one[2] = {0, L};
-      const host::JaggedAttentionShape single{1, H, D, one};
-      host::AttentionOptions opts;
+      const kernels::JaggedAttentionShape single{1, H, D, one};
+      kernels::AttentionOptions opts;
       opts.first_query = q0;
       opts.hstu_norm = softmax ? 0 : L;
       std::vector<float> part(size_t(L) * W, 0.0f), part_lse(size_t(L) * H, 0.0f);
       if (softmax)
-        host::causal_attention_forward(single, q.data() + s0 * W, k.data() + s0 * W, v.data() + s0 * W, part.data(),
+        kernels::causal_attention_forward(single, q.data() + s0 * W, k.data() + s0 * W, v.data() + s0 * W, part.data(),
                                        part_lse.data(), scratch, opts);
       else
-        host::hstu_attention_forward(single, q.data() + s0 * W, k.data() + s0 * W, v.data() + s0 * W, bias.data(),
+        kernels::hstu_attention_forward(single, q.data() + s0 * W, k.data() + s0 * W, v.data() + s0 * W, bias.data(),
                                      16, part.data(), scratch, opts);
       const std::vector<float> want(out.begin() + (s0 + q0) * W, out.begin() + (s0 + L) * W);
       const std::vector<float> got(part.begin() + q0 * W, part.end());
@@ -195,9 +195,9 @@ TEST(SequenceParallelKernels, PartialForwardAndBiasGradientEqualTheWholeKernels)
       for (int r = 0; r < q0; ++r) EXPECT_EQ(part[size_t(r) * W], 0.0f) << "rows before first_query are left alone";
     }
   }
-  host::AttentionOptions bad;
+  kernels::AttentionOptions bad;
   bad.first_query = 5;
-  EXPECT_THROW(host::hstu_attention_forward(shape, q.data(), k.data(), v.data(), bias.data(), 16, out.data(), scratch,
+  EXPECT_THROW(kernels::hstu_attention_forward(shape, q.data(), k.data(), v.data(), bias.data(), 16, out.data(), scratch,
                                             bad),
                strata::Error);
 }

@@ -156,8 +156,9 @@ void staged_scatter_step(const SparseOptimizerParams& p, float* arena, int width
   unpack_rows(s, arena, width, scratch.slots.data(), distinct);
 }
 
+// The dense network and attention stay on the host until their CUDA kernels land.
 const KernelTable kCudaTable{
-    "cuda", &staged_forward, &staged_backward, &staged_gather_i32, &staged_gather_i64,
+    "cuda", &host_dense_kernel_table(), &staged_forward, &staged_backward, &staged_gather_i32, &staged_gather_i64,
     &staged_scatter_add, &staged_step, &staged_scatter_step,
 };
 

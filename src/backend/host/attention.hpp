@@ -31,41 +31,24 @@
 // A double-precision naive reference of every kernel is in
 // tests/backend/attention_test.cpp.
 #pragma once
+#ifndef STRATA_BACKEND_INTERNAL
+#error "backend/host/ is the host backend's own: model/, store/ and the rest include the neutral backend/*_kernels.hpp"
+#endif
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "backend/attention_kernels.hpp"
+
 namespace strata::backend::host {
 
-// What the kernels see of a jagged batch.
-struct JaggedAttentionShape {
-  int batch = 0;                     // B: sequences in the batch
-  int heads = 1;                     // H: attention heads
-  int dim = 0;                       // D: width of one head
-  const int32_t* offsets = nullptr;  // (B + 1) token offsets, offsets[0] == 0, non-decreasing
-};
-
-struct AttentionOptions {
-  int query_block = 64;  // queries per block (rows of a score block)
-  int key_block = 64;    // keys per block (columns of a score block); rounded up to a multiple of 8
-  float scale = 0.0f;    // multiplier of Q K^T; 0 means 1 / sqrt(dim)
-  int hstu_norm = 0;     // HSTU divides A by this (HSTU's 1/N: the max sequence length); 0 means by each L_i
-  // Forward kernels only: queries before this one (a multiple of query_block) are
-  // skipped and their output rows left alone, so a caller holding a sequence's first
-  // q_end rows of K and V computes the rows [first_query, q_end) of its output exactly
-  // as the whole sequence would (sequence parallel, model/sequence_parallel.hpp).
-  int first_query = 0;
-};
-
-// Scratch of the attention kernels; grows on first use and is reused afterwards.
-struct AttentionScratch {
-  std::vector<float> blocks;       // score blocks and per-row statistics, independent of L
-  std::vector<float> bias_table;   // (max_len) HSTU bias by reversed distance
-  std::vector<double> bias_grad;   // (max_len) HSTU bias gradient by reversed distance
-};
-
-enum class AttentionKind { kCausalSoftmax, kHstu };
+// The types are the neutral interface's (backend/attention_kernels.hpp); these
+// are its host implementations.
+using backend::AttentionKind;
+using backend::AttentionOptions;
+using backend::AttentionScratch;
+using backend::JaggedAttentionShape;
 
 // Bytes of scratch the kernels of `kind` use for a batch whose longest sequence has
 // max_len tokens: constant in max_len for softmax attention, linear for HSTU.

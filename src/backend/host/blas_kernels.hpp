@@ -6,6 +6,9 @@
 // restarts itself once with OPENBLAS_CORETYPE naming the matching kernels.
 // An OPENBLAS_CORETYPE set by the user is always left alone.
 #pragma once
+#ifndef STRATA_BACKEND_INTERNAL
+#error "backend/host/ is the host backend's own: model/, store/ and the rest include the neutral backend/*_kernels.hpp"
+#endif
 
 namespace strata::backend::host {
 

@@ -15,11 +15,15 @@
 // builds one short profiling-region string per call). A plain-loop reference of every
 // kernel lives in tests/backend/host_kernels_test.cpp.
 #pragma once
+#ifndef STRATA_BACKEND_INTERNAL
+#error "backend/host/ is the host backend's own: model/, store/ and the rest include the neutral backend/*_kernels.hpp"
+#endif
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "backend/dense_kernels.hpp"
 #include "backend/embedding_kernels.hpp"
 
 namespace strata::backend::host {
@@ -32,7 +36,7 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
           const float* b, float beta, float* c);
 
 // ---- bias + activation -------------------------------------------------------------
-enum class Activation { kNone, kRelu };
+using backend::Activation;  // the neutral interface's (backend/dense_kernels.hpp)
 
 // y (rows, cols) <- act(y + bias) in place; bias (cols).
 void bias_activation_forward(int rows, int cols, const float* bias, Activation act, float* y);
@@ -71,10 +75,8 @@ void embedding_bag_backward(int batch, int dim, int num_unique, const int32_t* o
 // product sums its components in ascending order from zero.
 inline constexpr int kInteractionLanes = 8;
 
-inline int dot_interaction_pairs(int num_features) { return num_features * (num_features - 1) / 2; }
-inline int dot_interaction_width(int num_features, int dim) {
-  return dim + dot_interaction_pairs(num_features);
-}
+using backend::dot_interaction_pairs;
+using backend::dot_interaction_width;
 // Floats of the `packed` buffer: the transposed features, kept from forward to backward.
 size_t dot_interaction_packed_size(int batch, int num_features, int dim);
 // Floats of the backward's scratch (per-thread pair gradients).

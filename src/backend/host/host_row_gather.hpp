@@ -4,6 +4,9 @@
 // prefetch a fixed distance ahead in request order, so that many row loads
 // overlap (bench/tiered/gather_scatter.cpp measures them against memcpy).
 #pragma once
+#ifndef STRATA_BACKEND_INTERNAL
+#error "backend/host/ is the host backend's own: model/, store/ and the rest include the neutral backend/*_kernels.hpp"
+#endif
 
 #include <cstddef>
 #include <cstdint>

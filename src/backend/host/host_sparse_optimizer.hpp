@@ -1,6 +1,9 @@
 // Host kernels of the sparse optimizers (backend/sparse_optimizer_kernels.hpp):
 // SGD and Adagrad on embedding rows, four lanes at a time where SSE2 exists.
 #pragma once
+#ifndef STRATA_BACKEND_INTERNAL
+#error "backend/host/ is the host backend's own: model/, store/ and the rest include the neutral backend/*_kernels.hpp"
+#endif
 
 #include "backend/sparse_optimizer_kernels.hpp"
 

@@ -3,6 +3,9 @@
 // has no FMA, so both build the same multiplies and adds in the same order and give
 // bit-identical results: only the vector width differs.
 #pragma once
+#ifndef STRATA_BACKEND_INTERNAL
+#error "backend/host/ is the host backend's own: model/, store/ and the rest include the neutral backend/*_kernels.hpp"
+#endif
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__AVX2__)
 #define STRATA_HOST_AVX2_CLONE 1

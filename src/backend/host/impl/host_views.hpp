@@ -1,6 +1,9 @@
 // Kokkos types shared by the host kernels' .cpp files (never include from a header
 // outside backend/host: Kokkos is heavy to compile).
 #pragma once
+#ifndef STRATA_BACKEND_INTERNAL
+#error "backend/host/ is the host backend's own: model/, store/ and the rest include the neutral backend/*_kernels.hpp"
+#endif
 
 #include <Kokkos_Core.hpp>
 #include <cstdint>
