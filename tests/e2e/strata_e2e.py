@@ -201,7 +201,7 @@ def case_memory_within_budget(r):
     common = ["--layout.trainers=1", "--train.steps=150", "--train.eval=false"]
     ps = r.run("mem_ps", 3, *common, "--store.mode=ps", deck=deck)["memory"]["peak_rss_training_mib"]
     runs = {}
-    for l1, l2 in ((4, 8), (4, 40), (12, 8)):
+    for l1, l2 in ((4, 8), (4, 72), (12, 8)):
         s = r.run(f"mem_l1_{l1}_l2_{l2}", 3, *common, "--store.mode=tiered", f"--store.l1_mb={l1}",
                   f"--store.l2_mb={l2}", deck=deck)
         m = s["memory"]
@@ -215,11 +215,16 @@ def case_memory_within_budget(r):
         # write-down buffers (at most 16 MiB on a trainer).
         assert rss["producer"] <= ps["producer"] + producer_counted + 96, (l1, l2, rss, counted, ps)
         assert rss["trainer"] <= ps["trainer"] + l1 + 32, (l1, l2, rss, counted, ps)
-        runs[(l1, l2)] = rss
+        runs[(l1, l2)] = (rss["producer"], producer_counted)
         print(f"l1 {l1} l2 {l2}: rss {rss} counted {counted}")
-    slope = (runs[(4, 40)]["producer"] - runs[(4, 8)]["producer"]) / 32.0
-    assert slope <= 1.25, f"producer RSS grows {slope:.2f} MiB per MiB of store.l2_mb"
-    print(f"producer RSS per MiB of store.l2_mb: {slope:.2f}; ps rss {ps}")
+    # Against what the producer counts (its access history grows with L2 too);
+    # a wide step, as the queued batches make RSS vary by some MiB run to run
+    # (measured 0.9-1.1 here); an uncounted structure per row, or one that
+    # doubles past its budget, shows as 1.5 or more.
+    (rss_small, counted_small), (rss_big, counted_big) = runs[(4, 8)], runs[(4, 72)]
+    slope = (rss_big - rss_small) / (counted_big - counted_small)
+    assert slope <= 1.35, f"producer RSS grows {slope:.2f} MiB per MiB it counts"
+    print(f"producer RSS per MiB it counts: {slope:.2f}; ps rss {ps}")
 
 
 def case_bad_inputs(r):
