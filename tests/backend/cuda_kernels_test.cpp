@@ -6,12 +6,15 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <numeric>
 #include <random>
 #include <unordered_map>
 
 #include "backend/cuda/kernels.hpp"
+#include "backend/dense_kernels.hpp"
 #include "backend/device.hpp"
 #include "backend/row_kernels.hpp"
 #include "kernel_references.hpp"
@@ -238,6 +241,34 @@ TEST(CudaStagedBackend, NeutralCallsOnCudaEqualTheHost) {
   }
   backend::select_device(backend::Device::kHost);
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(bits_equal(results[0][i], results[1][i])) << i;
+}
+
+// cuBLAS sums in another order than the host's BLAS: within FP32 rounding, not
+// bit for bit (README "Kernel backend" says which kernels are which).
+TEST(CudaStagedBackend, GemmThroughCublasMatchesTheHostWithinRounding) {
+  struct Shape {
+    bool ta, tb;
+    int m, n, k;
+    float beta;
+  };
+  for (const Shape& g : {Shape{false, false, 7, 5, 3, 0.0f}, Shape{true, false, 33, 17, 64, 1.0f},
+                         Shape{false, true, 128, 1, 9, 0.5f}, Shape{true, true, 3, 70, 257, 0.0f},
+                         Shape{false, false, 4, 6, 0, 2.0f}}) {
+    const auto a = ref::random_floats(size_t(g.m) * size_t(g.k), 11);
+    const auto b = ref::random_floats(size_t(g.k) * size_t(g.n), 12);
+    const auto c0 = ref::random_floats(size_t(g.m) * size_t(g.n), 13);
+    std::vector<float> out[2];
+    for (int d = 0; d < 2; ++d) {
+      backend::select_device(d ? backend::Device::kCuda : backend::Device::kHost);
+      out[d] = c0;
+      backend::gemm(g.ta, g.tb, g.m, g.n, g.k, 0.75f, a.data(), b.data(), g.beta, out[d].data());
+    }
+    backend::select_device(backend::Device::kHost);
+    for (size_t i = 0; i < out[0].size(); ++i) {
+      const float scale = 1.0f + std::fabs(out[0][i]);
+      ASSERT_NEAR(out[0][i], out[1][i], 1e-5f * scale * float(std::max(g.k, 1))) << g.m << "x" << g.n << "x" << g.k;
+    }
+  }
 }
 
 }  // namespace

@@ -6,7 +6,11 @@
 // host's; moving the arena and the batch buffers to HBM removes the copies.
 // Rows of an arena are packed on the host first (only the touched rows travel),
 // so the staged gather is the host's gather.
+#include <cublas_v2.h>
+#include <dlfcn.h>
+
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/kernels.hpp"
@@ -17,6 +21,43 @@ namespace strata::backend::impl {
 
 namespace {
 
+// cuBLAS, opened on the first GEMM: linked, it would cost every process (GPU
+// or not) about 200 MiB of resident memory and 70 ms at start.
+struct Cublas {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasDestroy_v2) destroy = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  decltype(&cublasSetMathMode) set_math_mode = nullptr;
+  decltype(&cublasSgemm_v2) sgemm = nullptr;
+};
+
+const Cublas& cublas() {
+  static const Cublas api = [] {
+    void* lib = nullptr;
+    for (const char* name : {"libcublas.so", "libcublas.so.13", "libcublas.so.12"}) {
+      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+    }
+    if (!lib) {
+      throw Error("runtime.device = cuda needs cuBLAS for the dense network, and libcublas.so cannot be opened",
+                  "install the CUDA toolkit's cuBLAS (or add its folder to LD_LIBRARY_PATH), or set "
+                  "runtime.device = host");
+    }
+    Cublas c;
+    auto symbol = [lib](const char* name) {
+      void* f = dlsym(lib, name);
+      if (!f) throw Error(std::string("libcublas.so lacks ") + name, "install a CUDA 12 or newer cuBLAS");
+      return f;
+    };
+    c.create = reinterpret_cast<decltype(c.create)>(symbol("cublasCreate_v2"));
+    c.destroy = reinterpret_cast<decltype(c.destroy)>(symbol("cublasDestroy_v2"));
+    c.set_stream = reinterpret_cast<decltype(c.set_stream)>(symbol("cublasSetStream_v2"));
+    c.set_math_mode = reinterpret_cast<decltype(c.set_math_mode)>(symbol("cublasSetMathMode"));
+    c.sgemm = reinterpret_cast<decltype(c.sgemm)>(symbol("cublasSgemm_v2"));
+    return c;
+  }();
+  return api;
+}
+
 // Per thread: each role runs its kernels from one thread.
 struct Staging {
   cudaStream_t stream = nullptr;
@@ -24,10 +65,32 @@ struct Staging {
   cuda::DeviceBuffer<float> fa, fb;
   cuda::EmbeddingBagBackwardScratch backward;
   cuda::ScatterOptimizerDeviceScratch scatter;
+  cuda::DeviceBuffer<float> fc;  // the GEMM's third operand
+  cublasHandle_t blas = nullptr;
   std::vector<float> packed;   // (rows, width) host
   std::vector<int32_t> local;  // (n) slots into the packed rows
   Staging() { cuda::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"); }
-  ~Staging() { cudaStreamDestroy(stream); }
+  ~Staging() {
+    if (blas) cublas().destroy(blas);
+    cudaStreamDestroy(stream);
+  }
+  // Created on the first GEMM: the other kernels need no cuBLAS context.
+  cublasHandle_t gemm_handle() {
+    if (!blas) {
+      check_blas(cublas().create(&blas), "cublasCreate");
+      check_blas(cublas().set_stream(blas, stream), "cublasSetStream");
+      // No TF32 and no reduced-precision reductions: full FP32 products, so the
+      // result differs from the host's BLAS only in summation order.
+      check_blas(cublas().set_math_mode(blas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+    }
+    return blas;
+  }
+  static void check_blas(cublasStatus_t status, const char* what) {
+    if (status != CUBLAS_STATUS_SUCCESS) {
+      throw Error(std::string(what) + " failed: cuBLAS status " + std::to_string(int(status)),
+                  "check the GPU and the CUDA installation (strata device), or set runtime.device = host");
+    }
+  }
 };
 
 Staging& staging() {
@@ -80,6 +143,39 @@ void staged_backward(int batch, int dim, int num_unique, const int32_t* offsets,
                                s.backward);
   to_host(row_grads, d_grads, size_t(num_unique) * dim, s.stream);
 }
+
+// Row-major c (m, n) = alpha op(a) op(b) + beta c through cuBLAS (column-major):
+// the same memory read column-major is c^T = op(b)^T op(a)^T. Not bit-identical
+// to the host's BLAS (another summation order); within FP32 rounding of it.
+void staged_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, const float* b,
+                 float beta, float* c) {
+  if (m <= 0 || n <= 0) return;
+  const size_t c_floats = size_t(m) * size_t(n);
+  if (k <= 0) {  // the host's contract: c = beta * c (BLAS would leave c alone)
+    for (size_t i = 0; i < c_floats; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+    return;
+  }
+  Staging& s = staging();
+  const float* d_a = to_device(s.fa, a, size_t(m) * size_t(k), s.stream);
+  const float* d_b = to_device(s.fb, b, size_t(k) * size_t(n), s.stream);
+  float* d_c = beta == 0.0f ? s.fc.reserve(c_floats) : to_device(s.fc, c, c_floats, s.stream);
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int lda = trans_a ? m : k;  // a is (m, k) row-major, or (k, m) when trans_a
+  const int ldb = trans_b ? k : n;  // b is (k, n) row-major, or (n, k) when trans_b
+  Staging::check_blas(cublas().sgemm(s.gemm_handle(), op_b, op_a, n, m, k, &alpha, d_b, ldb, d_a, lda, &beta, d_c, n),
+                      "cublasSgemm");
+  to_host(c, d_c, c_floats, s.stream);
+}
+
+// The CUDA table's dense network: cuBLAS for GEMM, the host for the rest until
+// its kernels land (issue 16).
+DenseKernelTable cuda_dense_table() {
+  DenseKernelTable table = host_dense_kernel_table();
+  table.gemm = &staged_gemm;
+  return table;
+}
+const DenseKernelTable kCudaDenseTable = cuda_dense_table();
 
 void staged_gather_i32(const float* arena, int width, const int32_t* slots, size_t n, int dim, float* out) {
   host::gather_rows(arena, width, slots, n, dim, out);
@@ -156,9 +252,8 @@ void staged_scatter_step(const SparseOptimizerParams& p, float* arena, int width
   unpack_rows(s, arena, width, scratch.slots.data(), distinct);
 }
 
-// The dense network and attention stay on the host until their CUDA kernels land.
 const KernelTable kCudaTable{
-    "cuda", &host_dense_kernel_table(), &staged_forward, &staged_backward, &staged_gather_i32, &staged_gather_i64,
+    "cuda", &kCudaDenseTable, &staged_forward, &staged_backward, &staged_gather_i32, &staged_gather_i64,
     &staged_scatter_add, &staged_step, &staged_scatter_step,
 };
 
