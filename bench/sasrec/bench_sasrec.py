@@ -10,23 +10,22 @@ The PyTorch side trains what strata trains, so that the quality columns compare 
 engines and not two recipes (docs/PERFORMANCE.md lists what differed before):
 - the data: each user's most recent max_len events (strata's data.max_seq_len cuts
   the corpus before the split), negatives drawn from the items that occur, never the
-  user's own (train and evaluation), one per position, fixed per user and position
-  across epochs, and the users in one fixed shuffled order (strata's samples are a
-  pure function of their index: the same every epoch);
+  user's own (train and evaluation), one per position, drawn afresh every epoch, and
+  the users in a new shuffled order every epoch (as strata's next-item training);
 - the network: right-padded batches, so that the causal mask keeps padding out of
   every real token's attention (strata's batches are jagged: a token attends only to
   its own user's earlier tokens), positions counted back from the latest event, no
   dropout, LayerNorm eps 1e-6;
-- the item rows: two per item, one the history reads and one the candidates (a
-  strata store row is a (batch table, key) pair, and SASRec's history and candidates
-  are tables 0 and 1, so strata does not tie them as the port does), uniform in
-  [-0.05, 0.05] (model.row_init_scale); Glorot-uniform weights and positions, zero biases;
+- the item rows: one per item, read as input by the history and as output by the
+  candidates (strata's model.tie_item_rows, as the port; `--untied` gives both sides
+  two rows per item), uniform in [-0.05, 0.05] (model.row_init_scale); Glorot-uniform
+  weights and positions, zero biases;
 - the optimizers: Adam (beta2 0.999, eps 1e-8) on the dense weights and element-wise
   Adagrad (lr --sparse-lr, eps 1e-8, accumulators from 0) on the item rows, as strata's
   optim.dense = adam and optim.sparse = adagrad (Adagrad does not move a row whose
   gradient is zero, so the dense torch Adagrad equals strata's sparse one).
 `--torch-recipe pmixer` instead runs the port's own recipe (N(0, 1) item rows, Adam on
-everything, attention over padding, fresh negatives every epoch) for reference.
+everything, attention over padding, negatives from every id) for reference.
 
 The two sides alternate, `--repeats` times each; medians are printed, and last the
 ratios: strata / PyTorch in sequences per second and the two quality differences.
@@ -104,6 +103,8 @@ def run_strata(args, events, out_dir, seed=None):
                        "--data.sequence_eval=validation", "--data.sequence_eval_negatives=100",
                        "--output.dir=" + out_dir, "--output.overwrite=true",
                        "--output.progress_every=1000000"]
+    if args.untied:
+        cmd.append("--model.tie_item_rows=false")
     if seed is not None:  # another model: initial values, user order and negatives
         cmd += [f"--train.seed={seed}", f"--data.data_seed={seed}"]
     start = time.time()
@@ -161,16 +162,17 @@ def run_torch(args, users, num_items):
         def __init__(self):
             super().__init__()
             self.item = nn.Embedding(num_items + 1, d, padding_idx=0)  # input rows
-            # strata keeps a row per (batch table, key): the history's rows (table 0) and
-            # the candidates' rows (table 1) of an item are two rows; the port ties them.
-            self.out = nn.Embedding(num_items + 1, d, padding_idx=0) if strata_recipe else self.item
+            # Output rows: the input rows (tied, strata's default and the port's), or
+            # with --untied a second table (strata's model.tie_item_rows = false).
+            untied = strata_recipe and args.untied
+            self.out = nn.Embedding(num_items + 1, d, padding_idx=0) if untied else self.item
             self.pos = nn.Embedding(L, d)
             self.blocks = nn.ModuleList(Block() for _ in range(args.blocks))
             self.ln = nn.LayerNorm(d, eps=1e-6)
             self.register_buffer("causal", torch.triu(torch.ones(L, L, dtype=torch.bool), 1))
             if strata_recipe:
                 with torch.no_grad():
-                    for table in (self.item, self.out):
+                    for table in {id(t): t for t in (self.item, self.out)}.values():
                         table.weight.uniform_(-args.row_init_scale, args.row_init_scale)
                         table.weight[0].zero_()
                 glorot_(self.pos.weight, L, d)
@@ -187,7 +189,7 @@ def run_torch(args, users, num_items):
     model = SASRec()
     if strata_recipe:  # optim.dense = adam, optim.sparse = adagrad
         dense = [p for n, p in model.named_parameters() if not n.startswith(("item.", "out."))]
-        rows = [model.item.weight, model.out.weight]
+        rows = list({id(w): w for w in (model.item.weight, model.out.weight)}.values())
         opts = [torch.optim.Adam(dense, lr=args.lr, betas=(0.9, 0.999), eps=1e-8),
                 torch.optim.Adagrad(rows, lr=args.sparse_lr, eps=1e-8, initial_accumulator_value=0.0)]
     else:
@@ -230,21 +232,17 @@ def run_torch(args, users, num_items):
 
     train = [(k, u[:-2] if len(u) >= 3 else u) for k, u in enumerate(users)]
     train = [(k, t) for k, t in train if len(t) >= 2]
-    fixed_negatives = {k: [negative(k) for _ in t[1:]] for k, t in train} if strata_recipe else None
     order = list(range(len(train)))
-    rng.shuffle(order)
     steps = 0
     start = time.time()
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     for _ in range(args.epochs):
-        if not strata_recipe:
-            rng.shuffle(order)
+        rng.shuffle(order)  # a new user order and new negatives every epoch, as strata
         for at in range(0, len(order) - args.batch + 1, args.batch):  # full batches, as strata
             rows = [train[i] for i in order[at:at + args.batch]]
             seq, positions, _ = padded([t[:-1] for _, t in rows])
             pos = padded([t[1:] for _, t in rows])[0]
-            neg = padded([fixed_negatives[k] if strata_recipe else [negative(k) for _ in t[1:]]
-                          for k, t in rows])[0]
+            neg = padded([[negative(k) for _ in t[1:]] for k, t in rows])[0]
             h = model.states(seq, positions)
             ps = (h * model.out(pos)).sum(-1)
             ns = (h * model.out(neg)).sum(-1)
@@ -308,7 +306,9 @@ def run_torch_side(side, args, events, seed=None):
     cmd = [python, os.path.abspath(__file__), "--torch-side", events, f"--torch-threads={threads}"] + [
         f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
         if k not in ("torch_side", "no_venv", "no_debian", "build", "repeats", "torch_threads", "quality_seeds",
-                     "torch_seed") and v is not None]
+                     "torch_seed", "untied") and v is not None]
+    if args.untied:
+        cmd.append("--untied")
     if seed is not None:
         cmd.append(f"--torch-seed={seed}")
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -335,6 +335,8 @@ def main():
     p.add_argument("--row-init-scale", type=float, default=0.05, help="strata's model.row_init_scale")
     p.add_argument("--torch-recipe", choices=("strata", "pmixer"), default="strata",
                    help="strata: PyTorch trains what strata trains (default); pmixer: the port's own recipe")
+    p.add_argument("--untied", action="store_true",
+                   help="two rows per item on both sides (strata's model.tie_item_rows = false)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--torch-threads", default="2", help="PyTorch threads, or a list (1,2): one side per count")
     p.add_argument("--seed", type=int, default=7, help="the event file's seed (and PyTorch's, unless --torch-seed)")

@@ -92,6 +92,9 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("model.sasrec_heads", o.model.sasrec_heads, "sasrec: attention heads (must divide embedding_dim)");
   v("model.sasrec_max_len", o.model.sasrec_max_len,
     "sasrec: longest history, rows of the positional embedding (>= data.max_seq_len)");
+  v("model.tie_item_rows", o.model.tie_item_rows,
+    "sasrec, hstu: an item's input (history) and output (candidates) embedding are one store row, as in the "
+    "SASRec paper (false: two rows per item)");
   v("model.hstu_blocks", o.model.hstu_blocks, "hstu: HSTU layers");
   v("model.hstu_heads", o.model.hstu_heads, "hstu: attention heads (must divide embedding_dim)");
   v("model.hstu_max_len", o.model.hstu_max_len,

@@ -77,6 +77,7 @@ struct ModelOptions {
   int sasrec_blocks = 2;                  // sasrec: self-attention blocks
   int sasrec_heads = 1;                   // sasrec: attention heads (must divide embedding_dim)
   int sasrec_max_len = 200;               // sasrec: longest history, rows of the positional embedding (>= data.max_seq_len)
+  bool tie_item_rows = true;              // sasrec, hstu: one store row per item, read as input (history) and output (candidates)
   int hstu_blocks = 2;                    // hstu: HSTU layers
   int hstu_heads = 1;                     // hstu: attention heads (must divide embedding_dim)
   int hstu_max_len = 200;                 // hstu: longest history, rows of the positional embedding (>= data.max_seq_len)

@@ -25,6 +25,7 @@ void Batch::reset(int32_t num_dense_features, int32_t num_tables) {
     bags.keys.clear();
     bags.unique_keys.clear();
     bags.index.clear();
+    bags.keys_of = -1;
   }
 }
 
@@ -129,9 +130,10 @@ void deduplicate_table(SparseBags& bags) {
 // written with comm::ByteWriter (arrays: u64 count, padding to their alignment, values):
 //   u32 magic, u32 version, i64 first_sample, i32 size, i32 num_dense, i32 num_tables,
 //   f32 labels[size], f32 dense[size * num_dense],
-//   per table: i32 offsets[size + 1], u64 unique_keys[U], i32 index[offsets[size]].
+//   per table: i32 keys_of, i32 offsets[size + 1], u64 unique_keys[U], i32 index[offsets[size]]
+//   (a tied table, keys_of >= 0, has U = 0 and indexes table keys_of's unique keys).
 constexpr uint32_t kWireMagic = 0x42525453;  // "STRB"
-constexpr uint32_t kWireVersion = 2;
+constexpr uint32_t kWireVersion = 3;
 
 Error malformed_batch(const std::string& why) {
   return Error("malformed batch buffer: " + why,
@@ -157,7 +159,65 @@ void take(comm::ByteReader& in, std::vector<T>& out, uint64_t expected, const ch
 }  // namespace
 
 void deduplicate(Batch& batch) {
-  for (SparseBags& bags : batch.tables) deduplicate_table(bags);
+  for (SparseBags& bags : batch.tables) {
+    deduplicate_table(bags);
+    bags.keys_of = -1;
+  }
+}
+
+void deduplicate(Batch& batch, const std::vector<int32_t>& keys_of) {
+  if (keys_of.empty()) return deduplicate(batch);
+  const size_t n = batch.tables.size();
+  if (keys_of.size() != n) {
+    throw Error("deduplicate: " + std::to_string(keys_of.size()) + " table ties for a batch of " +
+                    std::to_string(n) + " tables",
+                "give one entry per table (-1 for a table of its own)");
+  }
+  for (size_t t = 0; t < n; ++t) {
+    const int32_t s = keys_of[t];
+    if (s != -1 && (s < 0 || size_t(s) >= t || keys_of[size_t(s)] != -1)) {
+      throw Error("deduplicate: table " + std::to_string(t) + " is tied to table " + std::to_string(s),
+                  "tie a table only to a lower table that is not tied itself");
+    }
+  }
+  for (size_t t = 0; t < n; ++t) {
+    if (keys_of[t] >= 0) continue;
+    SparseBags& own = batch.tables[t];
+    own.keys_of = -1;
+    // The union of the tied tables' keys, de-duplicated as one table, then split.
+    const size_t own_keys = own.keys.size();
+    bool tied = false;
+    for (size_t u = t + 1; u < n; ++u) {
+      if (keys_of[u] != int32_t(t)) continue;
+      tied = true;
+      own.keys.insert(own.keys.end(), batch.tables[u].keys.begin(), batch.tables[u].keys.end());
+    }
+    if (!tied) {
+      deduplicate_table(own);
+      continue;
+    }
+    if (own.keys.empty()) {
+      // Every tied table empty, or already de-duplicated: keep what is there.
+      for (size_t u = t + 1; u < n; ++u) {
+        if (keys_of[u] == int32_t(t) && batch.tables[u].index.empty()) batch.tables[u].keys_of = int32_t(t);
+      }
+      if (own.index.empty()) own.unique_keys.clear();
+      continue;
+    }
+    deduplicate_table(own);
+    size_t at = own_keys;
+    for (size_t u = t + 1; u < n; ++u) {
+      if (keys_of[u] != int32_t(t)) continue;
+      SparseBags& other = batch.tables[u];
+      const size_t count = other.keys.size();
+      other.index.assign(own.index.begin() + ptrdiff_t(at), own.index.begin() + ptrdiff_t(at + count));
+      other.unique_keys.clear();
+      other.keys.clear();
+      other.keys_of = int32_t(t);
+      at += count;
+    }
+    own.index.resize(own_keys);
+  }
 }
 
 void serialize(const Batch& batch, std::vector<char>& out) {
@@ -192,6 +252,13 @@ void serialize(const Batch& batch, std::vector<char>& out) {
       throw Error("serialize: table " + std::to_string(t) + " is not de-duplicated",
                   "call deduplicate(batch) before serialize(batch)");
     }
+    if (bags.keys_of >= 0 && (size_t(bags.keys_of) >= t || batch.tables[size_t(bags.keys_of)].keys_of >= 0 ||
+                              !bags.unique_keys.empty())) {
+      throw Error("serialize: table " + std::to_string(t) + " is tied to table " + std::to_string(bags.keys_of) +
+                      " inconsistently",
+                  "tie tables through deduplicate(batch, keys_of)");
+    }
+    writer.put(bags.keys_of);
     writer.put_vector(bags.offsets);
     writer.put_vector(bags.unique_keys);
     writer.put_vector(bags.index);
@@ -237,7 +304,17 @@ void deserialize(const char* bytes, size_t size, Batch& batch) {
     throw malformed_batch("truncated in tables");
   }
   batch.tables.resize(static_cast<size_t>(num_tables));
-  for (SparseBags& bags : batch.tables) {
+  for (size_t t = 0; t < batch.tables.size(); ++t) {
+    SparseBags& bags = batch.tables[t];
+    try {
+      bags.keys_of = in.get<int32_t>();
+    } catch (const Error&) {
+      throw malformed_batch("truncated in tables");
+    }
+    if (bags.keys_of != -1 &&
+        (bags.keys_of < 0 || size_t(bags.keys_of) >= t || batch.tables[size_t(bags.keys_of)].keys_of != -1)) {
+      throw malformed_batch("table " + std::to_string(t) + " tied to table " + std::to_string(bags.keys_of));
+    }
     take(in, bags.offsets, b + 1, "offsets");
     if (bags.offsets[0] != 0) throw malformed_batch("offsets do not start at 0");
     for (uint64_t i = 0; i < b; ++i) {
@@ -249,8 +326,10 @@ void deserialize(const char* bytes, size_t size, Batch& batch) {
         throw malformed_batch("unique keys not strictly ascending");
       }
     }
+    if (bags.keys_of >= 0 && !bags.unique_keys.empty()) throw malformed_batch("a tied table with keys of its own");
     take(in, bags.index, static_cast<uint64_t>(bags.offsets[b]), "index");
-    const int64_t num_unique = static_cast<int64_t>(bags.unique_keys.size());
+    const int64_t num_unique = static_cast<int64_t>(
+        (bags.keys_of >= 0 ? batch.tables[size_t(bags.keys_of)] : bags).unique_keys.size());
     for (int32_t idx : bags.index) {
       if (idx < 0 || idx >= num_unique) throw malformed_batch("index out of range");
     }

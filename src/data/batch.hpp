@@ -14,6 +14,10 @@ struct SparseBags {
   std::vector<uint64_t> keys;        // (nnz) hashed keys in bag order; cleared by deduplicate()
   std::vector<uint64_t> unique_keys; // (U) sorted ascending, filled by deduplicate()
   std::vector<int32_t> index;        // (nnz) position of each key in unique_keys
+  // Tied tables (one row per key for two of a batch's tables, e.g. an item's input
+  // and output row): -1, or a lower table s whose unique_keys this table's index
+  // points into; its own unique_keys is then empty. Set by deduplicate().
+  int32_t keys_of = -1;
 };
 
 struct Batch {
@@ -29,6 +33,17 @@ struct Batch {
 
 // Sorts and de-duplicates every table's keys: fills unique_keys and index, clears keys.
 void deduplicate(Batch& batch);
+// The same with tied tables: keys_of[t] = -1 (table t de-duplicated on its own) or a
+// table s < t with keys_of[s] = -1, whose unique_keys then hold the union of both
+// tables' keys (table s's index first, then t's point into them). Empty keys_of:
+// every table on its own. strata::Error for an inconsistent keys_of.
+void deduplicate(Batch& batch, const std::vector<int32_t>& keys_of);
+
+// The table whose unique_keys (and so whose rows) table t's index refers to.
+inline int keys_table(const Batch& batch, int t) {
+  const int32_t s = batch.tables[size_t(t)].keys_of;
+  return s >= 0 ? s : t;
+}
 
 // Wire format between producer and trainer (only the de-duplicated form travels).
 // serialize(batch, out) appends to out; deserialize(..., batch) reuses batch's capacity.

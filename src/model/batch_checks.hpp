@@ -16,7 +16,9 @@ namespace strata::model {
 
 // fail(what) makes the model's error ("<Model>: malformed batch: <what>" and its fix).
 // Assumes batch.tables, rows and *row_grads hold one entry per table (the caller checks).
+// Tied tables (data::SparseBags::keys_of) are refused unless the model reads them.
 void check_sparse_tables(const data::Batch& batch, const std::vector<const float*>& rows,
-                         const std::vector<float*>* row_grads, const std::function<Error(const std::string&)>& fail);
+                         const std::vector<float*>* row_grads, const std::function<Error(const std::string&)>& fail,
+                         bool reads_tied_tables = false);
 
 }  // namespace strata::model

@@ -98,6 +98,7 @@ struct Hstu::Impl {
   // layout.sp > 1: the attention of a training step is shared with the SP group.
   std::unique_ptr<SequenceParallelAttention> sequence_parallel;
   bool training_step = false;  // forward_backward sets it: evaluation stays local
+  std::vector<float> tied_grads;  // tied item rows: the candidates' part of their gradients
 
   static std::vector<HstuBlock> make_blocks(DenseParameters& params, const HstuShape& s) {
     std::vector<HstuBlock> out;

@@ -36,6 +36,12 @@ const std::vector<std::string>& model_kinds() {
   return kinds;
 }
 
+std::vector<int32_t> tied_tables(const ModelOptions& options, int num_tables) {
+  const bool next_item = options.kind == "sasrec" || options.kind == "hstu";
+  if (!next_item || !options.tie_item_rows || num_tables != 2) return {};
+  return {-1, 0};  // candidates (table 1) read the history table's (table 0) rows
+}
+
 std::unique_ptr<Model> make_model(const ModelOptions& options, int num_dense, int num_tables, uint64_t seed) {
   if (options.kind == "dlrm") return std::make_unique<Dlrm>(options, num_dense, num_tables, seed);
   if (options.kind == "din") return std::make_unique<Din>(options, num_dense, num_tables, seed);

@@ -88,6 +88,13 @@ class Model {
 // The model.kind values make_model accepts.
 const std::vector<std::string>& model_kinds();
 
+// Which of a batch's num_tables tables read one row space (data::deduplicate's
+// keys_of): empty when every table keeps rows of its own; for sasrec and hstu with
+// model.tie_item_rows, the candidates table reads the history table's rows, so an
+// item is one store row, its input and its output embedding. Producers de-duplicate
+// with it, so the stores see one key list and get one summed gradient per row.
+std::vector<int32_t> tied_tables(const ModelOptions& options, int num_tables);
+
 // The model options.kind names, for a batch of num_dense dense features and
 // num_tables tables. Weights are a pure function of (seed, index in the flat
 // buffer). strata::Error naming the model.* key for options that do not fit.

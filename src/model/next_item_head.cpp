@@ -122,7 +122,7 @@ void check_next_item_batch(const data::Batch& batch, const std::vector<const flo
     throw Error("model.kind = " + kind + " needs 2 tables (history, candidates) but the batch has " +
                     std::to_string(batch.tables.size()) + " (rows " + std::to_string(rows.size()) + ")",
                 "use next-item samples: data.sequence_task = next_item");
-  check_sparse_tables(batch, rows, row_grads, fail);
+  check_sparse_tables(batch, rows, row_grads, fail, /*reads_tied_tables=*/true);
   const auto& history = batch.tables[kNextItemHistoryTable].offsets;
   const auto& candidates = batch.tables[kNextItemCandidateTable].offsets;
   const std::string max_len_key = "model." + kind + "_max_len";
@@ -180,7 +180,8 @@ double next_item_pair_loss(const data::Batch& batch, const float* h_all, int D, 
                            float* out_grads, float loss_scale, std::vector<float>& dh_all) {
   const data::SparseBags& candidates = batch.tables[kNextItemCandidateTable];
   const auto& history = batch.tables[kNextItemHistoryTable].offsets;
-  if (!candidates.unique_keys.empty()) std::fill_n(out_grads, candidates.unique_keys.size() * D, 0.0f);
+  const size_t out_rows_count = batch.tables[size_t(data::keys_table(batch, kNextItemCandidateTable))].unique_keys.size();
+  if (out_rows_count != 0) std::fill_n(out_grads, out_rows_count * D, 0.0f);
   // Token t of sample b scores its (pos, neg) pair at candidates[2 (t - first_b)].
   dh_all.assign(size_t(history[size_t(batch.size)]) * D, 0.0f);
   double loss = 0.0;

@@ -7,7 +7,10 @@
 // Batch layout (data/sequence_next_item.hpp): table 0 the history bags, table 1 the
 // candidates: in training 2 L_b keys [pos_0, neg_0, pos_1, neg_1, ...], in scoring
 // any number [target, negatives...]. Every sum runs in token order, so results are
-// bit-reproducible.
+// bit-reproducible. With tied item rows (model.tie_item_rows, data::SparseBags::keys_of)
+// the candidates index table 0's rows: an item's input and output embedding are one
+// row, whose gradient is its history part (token order) plus its candidate part
+// (token order), added in that order.
 #pragma once
 
 #include <algorithm>
@@ -75,8 +78,9 @@ void embed_history_backward(const data::SparseBags& history, const std::vector<i
 
 // Sum over samples of softplus(-s(h_t, pos_t)) + softplus(s(h_t, neg_t)) over every
 // history token t, s = h . e. dh (tokens, dim) is overwritten with loss_scale times the
-// loss's gradient in h; out_grads (U_1, dim), the candidates' row gradients, is
-// overwritten the same way (zero for rows no token scored).
+// loss's gradient in h; out_grads, the gradients of the rows the candidates read (U_1
+// rows, or U_0 when tied to the history table), is overwritten the same way (zero for
+// rows no token scored).
 double next_item_pair_loss(const data::Batch& batch, const float* h, int dim, const float* out_rows,
                            float* out_grads, float loss_scale, std::vector<float>& dh);
 
@@ -108,7 +112,12 @@ double next_item_forward_backward(Impl& m, const data::Batch& batch, const std::
   const int D = m.shape.dim;
   const int N = m.forward(batch, rows);
   const data::SparseBags& candidates = batch.tables[kNextItemCandidateTable];
-  float* out_grads = row_grads[kNextItemCandidateTable];
+  const int out_table = data::keys_table(batch, kNextItemCandidateTable);
+  const bool tied = out_table != kNextItemCandidateTable;
+  const size_t out_rows_count = batch.tables[size_t(out_table)].unique_keys.size();
+  // Tied: the candidate part goes to scratch first, since the history part overwrites the rows' gradients.
+  if (tied) m.tied_grads.resize(out_rows_count * size_t(D));
+  float* out_grads = tied ? m.tied_grads.data() : row_grads[kNextItemCandidateTable];
   if (N == 0) {  // no history: nothing scored, every gradient zero
     const data::SparseBags& history = batch.tables[kNextItemHistoryTable];
     if (m.sequence_parallel != nullptr) {  // still runs the other members' attention
@@ -121,9 +130,12 @@ double next_item_forward_backward(Impl& m, const data::Batch& batch, const std::
       std::fill_n(row_grads[kNextItemHistoryTable], history.unique_keys.size() * D, 0.0f);
     return 0.0;
   }
-  const double loss =
-      next_item_pair_loss(batch, m.h.data(), D, rows[kNextItemCandidateTable], out_grads, loss_scale, m.dh);
+  const double loss = next_item_pair_loss(batch, m.h.data(), D, rows[size_t(out_table)], out_grads, loss_scale, m.dh);
   m.backward(batch, N, row_grads[kNextItemHistoryTable]);
+  if (tied) {
+    float* grads = row_grads[kNextItemHistoryTable];
+    for (size_t i = 0; i < m.tied_grads.size(); ++i) grads[i] += m.tied_grads[i];
+  }
   return loss;
 }
 
@@ -147,7 +159,8 @@ void next_item_score_candidates(Impl& m, const data::Batch& batch, const std::ve
                                 std::vector<float>& scores) {
   m.check(batch, rows, nullptr, /*training=*/false);
   m.forward(batch, rows);
-  next_item_scores(batch, m.h.data(), m.shape.dim, rows[kNextItemCandidateTable], scores);
+  next_item_scores(batch, m.h.data(), m.shape.dim, rows[size_t(data::keys_table(batch, kNextItemCandidateTable))],
+                   scores);
 }
 
 }  // namespace strata::model

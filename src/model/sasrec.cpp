@@ -79,6 +79,7 @@ struct Sasrec::Impl {
   // layout.sp > 1: the attention of a training step is shared with the SP group.
   std::unique_ptr<SequenceParallelAttention> sequence_parallel;
   bool training_step = false;  // forward_backward sets it: evaluation stays local
+  std::vector<float> tied_grads;  // tied item rows: the candidates' part of their gradients
 
   static std::vector<SasrecBlock> make_blocks(DenseParameters& params, const SasrecShape& s) {
     std::vector<SasrecBlock> out;

@@ -15,6 +15,7 @@
 #include "comm/mpi_channel.hpp"
 #include "comm/stall_watchdog.hpp"
 #include "common/error.hpp"
+#include "model/model.hpp"
 #include "model/optimizers.hpp"
 #include "runtime/batch_channel.hpp"
 #include "runtime/batch_source.hpp"
@@ -197,7 +198,8 @@ bool Producer::build(TrainerQueue& q, data::Batch& batch) {
       admission_->admit_eval(batch);
     }
   }
-  data::deduplicate(batch);
+  // Tied tables (sasrec's item rows) share one key list: one row, one summed gradient.
+  data::deduplicate(batch, model::tied_tables(options_.model, static_cast<int>(batch.tables.size())));
   report_.build_s += seconds(start, Clock::now());
   report_.batches += 1;
   report_.samples += batch.size;

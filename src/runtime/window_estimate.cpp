@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model/model.hpp"
 #include "runtime/batch_source.hpp"
 #include "runtime/role_layout.hpp"
 #include "store/frequency_admission.hpp"
@@ -35,7 +36,7 @@ int64_t largest_window_rows(const RunOptions& options, int64_t rounds) {
           break;
         }
         if (admission) admission->admit_training(batch);
-        data::deduplicate(batch);
+        data::deduplicate(batch, model::tied_tables(options.model, static_cast<int>(batch.tables.size())));
         if (static_cast<int64_t>(rows.size()) <= r) rows.resize(r + 1, std::vector<std::vector<store::RowId>>(trainers));
         for (size_t table = 0; table < batch.tables.size(); ++table) {
           for (uint64_t key : batch.tables[table].unique_keys) {

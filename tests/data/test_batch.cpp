@@ -88,7 +88,62 @@ void expect_same(const Batch& a, const Batch& b) {
     EXPECT_EQ(a.tables[t].offsets, b.tables[t].offsets);
     EXPECT_EQ(a.tables[t].unique_keys, b.tables[t].unique_keys);
     EXPECT_EQ(a.tables[t].index, b.tables[t].index);
+    EXPECT_EQ(a.tables[t].keys_of, b.tables[t].keys_of);
     EXPECT_TRUE(b.tables[t].keys.empty());
+  }
+}
+
+// Tied tables (one row space for two tables): table 0 holds the union of both
+// tables' keys, each index points into it, and the tie travels on the wire.
+TEST(Batch, TiedTablesShareOneKeyList) {
+  for (int32_t size : {0, 1, 7, 256}) {
+    Batch batch = random_batch(size, 2, 3, uint64_t(size) + 3);
+    const Batch original = batch;
+    deduplicate(batch, {-1, 0, -1});
+    const SparseBags& own = batch.tables[0];
+    const SparseBags& tied = batch.tables[1];
+    EXPECT_EQ(own.keys_of, -1);
+    EXPECT_EQ(tied.keys_of, 0);
+    EXPECT_EQ(keys_table(batch, 1), 0);
+    EXPECT_EQ(keys_table(batch, 2), 2);
+    EXPECT_TRUE(tied.unique_keys.empty());
+    std::set<uint64_t> reference(original.tables[0].keys.begin(), original.tables[0].keys.end());
+    reference.insert(original.tables[1].keys.begin(), original.tables[1].keys.end());
+    EXPECT_EQ(own.unique_keys, std::vector<uint64_t>(reference.begin(), reference.end()));
+    for (int t : {0, 1}) {
+      const auto& keys = original.tables[size_t(t)].keys;
+      ASSERT_EQ(batch.tables[size_t(t)].index.size(), keys.size());
+      for (size_t i = 0; i < keys.size(); ++i)
+        EXPECT_EQ(own.unique_keys[size_t(batch.tables[size_t(t)].index[i])], keys[i]);
+    }
+    // Table 2 is de-duplicated on its own, as without ties.
+    Batch alone = original;
+    deduplicate(alone);
+    EXPECT_EQ(batch.tables[2].unique_keys, alone.tables[2].unique_keys);
+    EXPECT_EQ(batch.tables[2].index, alone.tables[2].index);
+    const std::vector<char> wire = serialize(batch);
+    expect_same(batch, deserialize(wire.data(), wire.size()));
+    // A second call leaves the tied batch as it is.
+    const Batch once = batch;
+    deduplicate(batch, {-1, 0, -1});
+    expect_same(once, batch);
+  }
+}
+
+TEST(Batch, InconsistentTiesAreRefused) {
+  Batch batch = random_batch(5, 2, 3, 9);
+  for (const std::vector<int32_t>& ties : std::vector<std::vector<int32_t>>{{-1, 1, -1}, {-1, 2, -1}, {-1, 0, 1}, {-1, 0}, {0, -1, -1}}) {
+    Batch copy = batch;
+    EXPECT_THROW(deduplicate(copy, ties), Error);
+  }
+  // A tie made up on the wire: a table tied to a later one, or one with keys of its own.
+  Batch tied = batch;
+  deduplicate(tied, {-1, 0, -1});
+  for (int variant = 0; variant < 2; ++variant) {
+    Batch bad = tied;
+    if (variant == 0) bad.tables[2].keys_of = 1;
+    if (variant == 1) bad.tables[1].unique_keys = {1};
+    EXPECT_THROW(serialize(bad), Error) << variant;
   }
 }
 

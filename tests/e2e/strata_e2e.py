@@ -829,6 +829,17 @@ def next_item_matrix(r, kind, model):
                                                                                 ps["teacher_hr_at_10"])
             print(tag, ps["params_digest"][:16], "HR@10", round(ps["eval_hr_at_10"], 4),
                   "NDCG@10", round(ps["eval_ndcg_at_10"], 4))
+            if name == "synthetic" and trainers == 2:
+                # model.tie_item_rows (the default): an item is one store row, input and
+                # output; untied it is two, and tiered == ps holds either way.
+                untied = [*common, "--model.tie_item_rows=false"]
+                ps2 = r.run(tag + "_untied_ps", ranks, *untied, "--store.mode=ps")
+                tiered2 = r.run(tag + "_untied_tiered", ranks, *untied, "--store.mode=tiered")
+                assert tiered2["params_digest"] == ps2["params_digest"], f"{tag} untied: tiered differs from ps"
+                assert ps2["params_digest"] != ps["params_digest"], f"{tag}: tying the item rows changed nothing"
+                assert ps["sparse_rows"] < ps2["sparse_rows"], (ps["sparse_rows"], ps2["sparse_rows"])
+                assert ps["keys_per_batch"]["unique"] < ps2["keys_per_batch"]["unique"], (
+                    ps["keys_per_batch"], ps2["keys_per_batch"])
     r.expect_error(f"{kind}_on_ctr_samples", 3, *synthetic, f"--model.kind={kind}",
                    contains=["data.sequence_task", "next_item"])
     r.expect_error(f"{kind}_on_criteo", 3, f"--model.kind={kind}", contains=["data.source = sequences"])

@@ -194,6 +194,8 @@ TEST(Hstu, ASampleDoesNotDependOnTheRestOfTheBatch) { expect_batch_independence(
 
 TEST(Hstu, BatchWithoutHistoryHasNoLossAndNoGradient) { expect_no_history_no_gradient(make_hstu); }
 
+TEST(Hstu, TiedItemRowsSumTheirHistoryAndCandidateGradients) { expect_tied_rows_sum_both_parts(make_hstu); }
+
 TEST(Hstu, OptionsAndBatchesAreChecked) {
   ModelOptions o = small_options();
   o.hstu_heads = 3;

@@ -291,4 +291,58 @@ inline void expect_no_history_no_gradient(const MakeModel& make) {
   EXPECT_EQ(probs[1], 0.5f);
 }
 
+// f with its two tables tied (model.tie_item_rows): one de-duplicated key list in
+// table 0 that the candidates index, rows filled by key as before.
+inline Fixture tied(const Fixture& f, uint64_t seed) {
+  Fixture t = f;
+  for (auto& bags : t.batch.tables) {
+    bags.keys.clear();
+    for (int32_t i : bags.index) bags.keys.push_back(bags.unique_keys[size_t(i)]);
+    bags.unique_keys.clear();
+    bags.index.clear();
+  }
+  data::deduplicate(t.batch, {-1, 0});
+  fill_rows(t, seed);
+  return t;
+}
+
+// Tied item rows: the loss, the dense gradients and the scores are those of the
+// untied model on the same row values, and each row's gradient is, bit for bit, its
+// history part plus its candidate part (the untied rows' gradients, added in that order).
+inline void expect_tied_rows_sum_both_parts(const MakeModel& make) {
+  const Fixture untied = training_fixture(kLengths, 31);
+  Fixture f = untied;
+  Fixture t = tied(untied, 31);
+  ASSERT_EQ(t.batch.tables[1].keys_of, 0);
+  ASSERT_TRUE(t.batch.tables[1].unique_keys.empty());
+  std::unique_ptr<Model> a = make(5), b = make(5);
+  const double loss_untied = a->forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 0.25f);
+  for (auto& g : t.grads) std::fill(g.begin(), g.end(), 7.0f);  // every tied row's gradient is written
+  const double loss_tied = b->forward_backward(t.batch, t.row_ptrs(), t.grad_ptrs(), 0.25f);
+  EXPECT_EQ(loss_untied, loss_tied);
+  EXPECT_TRUE(bits_equal(a->parameters().grads(), b->parameters().grads()));
+  const auto& union_keys = t.batch.tables[0].unique_keys;
+  for (size_t u = 0; u < union_keys.size(); ++u) {
+    const auto part = [&](int table) {
+      const auto& keys = f.batch.tables[size_t(table)].unique_keys;
+      const auto at = std::lower_bound(keys.begin(), keys.end(), union_keys[u]);
+      std::vector<float> g(kDim, 0.0f);
+      if (at != keys.end() && *at == union_keys[u])
+        std::copy_n(&f.grads[size_t(table)][size_t(at - keys.begin()) * kDim], kDim, g.begin());
+      return g;
+    };
+    const std::vector<float> history = part(0), candidates = part(1);
+    for (int d = 0; d < kDim; ++d)
+      EXPECT_EQ(t.grads[0][u * kDim + size_t(d)], history[size_t(d)] + candidates[size_t(d)]) << u << " " << d;
+  }
+  std::vector<float> scores_untied, scores_tied;
+  a->score_candidates(f.batch, f.row_ptrs(), scores_untied);
+  b->score_candidates(t.batch, t.row_ptrs(), scores_tied);
+  EXPECT_TRUE(bits_equal(scores_untied, scores_tied));
+  // A batch whose tables are tied the other way round is refused.
+  Fixture wrong = t;
+  wrong.batch.tables[0].keys_of = 1;
+  EXPECT_THROW(b->forward_backward(wrong.batch, wrong.row_ptrs(), wrong.grad_ptrs(), 0.25f), Error);
+}
+
 }  // namespace strata::model::testing

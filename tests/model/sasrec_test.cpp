@@ -126,6 +126,8 @@ TEST(Sasrec, ASampleDoesNotDependOnTheRestOfTheBatch) { expect_batch_independenc
 
 TEST(Sasrec, BatchWithoutHistoryHasNoLossAndNoGradient) { expect_no_history_no_gradient(make_sasrec); }
 
+TEST(Sasrec, TiedItemRowsSumTheirHistoryAndCandidateGradients) { expect_tied_rows_sum_both_parts(make_sasrec); }
+
 TEST(Sasrec, OptionsAndBatchesAreChecked) {
   ModelOptions o = small_options();
   o.sasrec_heads = 3;
