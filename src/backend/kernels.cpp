@@ -208,7 +208,11 @@ void scatter_add_rows(float* arena, int width, const int64_t* slots, size_t n, i
 }
 
 int sparse_optimizer_state_width(SparseOptimizerKind kind, int dim) {
-  return kind == SparseOptimizerKind::kAdagrad ? dim : 0;
+  switch (kind) {
+    case SparseOptimizerKind::kAdagrad: return dim;
+    case SparseOptimizerKind::kAdam: return 2 * dim + 2;
+    default: return 0;
+  }
 }
 
 void sparse_optimizer_apply_row(const SparseOptimizerParams& p, float* values, float* state, const float* grad,

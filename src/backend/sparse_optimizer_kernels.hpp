@@ -14,12 +14,21 @@ namespace strata::backend {
 enum class SparseOptimizerKind {
   kSgd,      // w -= lr g                                       (state width 0)
   kAdagrad,  // a += g^2; w -= lr g / (sqrt(a) + eps)           (state width dim)
+  kAdam,     // lazy row-wise Adam, state [m (dim) | v (dim) | b1^t, b2^t] (width 2 dim + 2):
+             //   P1 = b1^t b1, P2 = b2^t b2 (the row's own step count t, kept as the powers
+             //   so that no pow() is needed and host and device agree bit for bit);
+             //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g;
+             //   w -= (lr / (1 - P1)) m / (sqrt(v) / sqrt(1 - P2) + eps)
+             // A row steps only when it has a gradient, so t counts the row's updates
+             // (TensorFlow's LazyAdam and PyTorch's SparseAdam count the job's steps).
 };
 
 struct SparseOptimizerParams {
   SparseOptimizerKind kind = SparseOptimizerKind::kSgd;
   float lr = 0.0f;
-  float eps = 0.0f;  // Adagrad only
+  float eps = 0.0f;    // Adagrad, Adam
+  float beta1 = 0.0f;  // Adam
+  float beta2 = 0.0f;  // Adam
 };
 
 int sparse_optimizer_state_width(SparseOptimizerKind kind, int dim);

@@ -111,12 +111,12 @@ void visit_options(RunOptions& o, Visitor&& v) {
 
   v("optim.dense", o.optim.dense, "adam | adagrad | sgd for the dense weights");
   v("optim.dense_lr", o.optim.dense_lr, "dense learning rate");
-  v("optim.sparse", o.optim.sparse, "adagrad | sgd for embedding rows");
+  v("optim.sparse", o.optim.sparse, "adagrad | sgd | adam (lazy, per row) for embedding rows");
   v("optim.sparse_lr", o.optim.sparse_lr, "sparse learning rate");
   v("optim.adagrad_init", o.optim.adagrad_init, "initial Adagrad accumulator");
   v("optim.eps", o.optim.eps, "Adam/Adagrad epsilon");
-  v("optim.beta1", o.optim.beta1, "Adam first-moment decay");
-  v("optim.beta2", o.optim.beta2, "Adam second-moment decay");
+  v("optim.beta1", o.optim.beta1, "Adam first-moment decay (dense and sparse)");
+  v("optim.beta2", o.optim.beta2, "Adam second-moment decay (dense and sparse)");
 
   v("train.batch_size", o.train.batch_size, "samples per trainer per step");
   v("train.epochs", o.train.epochs, "passes over the training data when steps = 0");
@@ -206,7 +206,7 @@ const std::map<std::string, std::vector<std::string>>& choices() {
       {"model.kind", {"dlrm", "din", "sasrec", "hstu", "moe"}},
       {"model.pooling", {"sum", "mean"}},
       {"optim.dense", {"adam", "adagrad", "sgd"}},
-      {"optim.sparse", {"adagrad", "sgd"}},
+      {"optim.sparse", {"adagrad", "sgd", "adam"}},
       {"store.mode", {"ps", "tiered"}},
       {"layout.sp_mode", {"ring", "alltoall"}},
       {"store.policy", {"lru", "lfu", "lfu_decay", "lookahead"}},

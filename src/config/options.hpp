@@ -91,7 +91,7 @@ struct ModelOptions {
 struct OptimizerOptions {
   std::string dense = "adam";        // adam | adagrad | sgd for the replicated dense weights
   float dense_lr = 1e-3f;            // dense learning rate
-  std::string sparse = "adagrad";    // adagrad | sgd for embedding rows
+  std::string sparse = "adagrad";    // adagrad | sgd | adam (lazy, per row) for embedding rows
   float sparse_lr = 0.05f;           // sparse learning rate
   float adagrad_init = 0.0f;         // initial Adagrad accumulator
   float eps = 1e-8f;                 // Adam/Adagrad epsilon

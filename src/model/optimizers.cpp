@@ -143,6 +143,28 @@ class SparseAdagrad final : public SparseOptimizer {
   float init_;
 };
 
+// Lazy row-wise Adam: a row steps when it has a gradient, with its own step count
+// (kept as b1^t, b2^t at the end of its state; see backend::SparseOptimizerKind).
+class SparseAdam final : public SparseOptimizer {
+ public:
+  SparseAdam(float lr, float eps, float beta1, float beta2)
+      : params_{backend::SparseOptimizerKind::kAdam, lr, eps, beta1, beta2} {}
+  int state_width(int dim) const override { return backend::sparse_optimizer_state_width(params_.kind, dim); }
+  void init_state(float* s, int dim) const override {
+    std::fill_n(s, 2 * dim, 0.0f);  // m, v
+    s[2 * dim] = 1.0f;              // b1^0
+    s[2 * dim + 1] = 1.0f;          // b2^0
+  }
+  void apply(float* w, float* s, const float* g, int dim) const override {
+    backend::sparse_optimizer_apply_row(params_, w, s, g, dim);
+  }
+  const backend::SparseOptimizerParams& params() const override { return params_; }
+  const char* name() const override { return "adam"; }
+
+ private:
+  backend::SparseOptimizerParams params_;
+};
+
 }  // namespace
 
 std::unique_ptr<DenseOptimizer> make_dense_optimizer(const OptimizerOptions& o, size_t n) {
@@ -155,7 +177,8 @@ std::unique_ptr<DenseOptimizer> make_dense_optimizer(const OptimizerOptions& o, 
 std::unique_ptr<SparseOptimizer> make_sparse_optimizer(const OptimizerOptions& o) {
   if (o.sparse == "adagrad") return std::make_unique<SparseAdagrad>(o.sparse_lr, o.eps, o.adagrad_init);
   if (o.sparse == "sgd") return std::make_unique<SparseSgd>(o.sparse_lr);
-  throw Error("unknown optim.sparse '" + o.sparse + "'", "set optim.sparse to one of: adagrad, sgd");
+  if (o.sparse == "adam") return std::make_unique<SparseAdam>(o.sparse_lr, o.eps, o.beta1, o.beta2);
+  throw Error("unknown optim.sparse '" + o.sparse + "'", "set optim.sparse to one of: adagrad, sgd, adam");
 }
 
 }  // namespace strata::model

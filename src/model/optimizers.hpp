@@ -34,6 +34,9 @@ class DenseOptimizer {
 //   adagrad: a += g^2;  w -= lr g / (sqrt(a) + eps)                  (a starts at adagrad_init)
 //   adam:    m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
 //            w -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps)   (PyTorch's form)
+//   sparse adam: the same per row, lazily (a row steps only with a gradient), t the
+//            row's own step count, kept in its state as b1^t and b2^t
+//            (state [m (dim) | v (dim) | b1^t, b2^t], width 2 dim + 2)
 // Unknown names: strata::Error naming optim.dense / optim.sparse and the allowed values.
 
 std::unique_ptr<DenseOptimizer> make_dense_optimizer(const OptimizerOptions& options, size_t n);

@@ -100,11 +100,15 @@ TEST(CudaRows, GatherScatterAddAndCopyEqualTheHost) {
 }
 
 TEST(CudaSparseOptimizer, StepAndFusedScatterEqualTheHostBitForBit) {
-  for (auto kind : {backend::SparseOptimizerKind::kSgd, backend::SparseOptimizerKind::kAdagrad})
+  for (auto kind : {backend::SparseOptimizerKind::kSgd, backend::SparseOptimizerKind::kAdagrad,
+                    backend::SparseOptimizerKind::kAdam})
     for (int dim : {1, 5, 16, 64}) {
-      const backend::SparseOptimizerParams p{kind, 0.05f, 1e-8f};
+      const backend::SparseOptimizerParams p{kind, 0.05f, 1e-8f, 0.9f, 0.999f};
       const int width = dim + backend::sparse_optimizer_state_width(kind, dim), rows = 1000;
-      const auto arena = ref::random_arena(rows, width, dim, 11 + dim);
+      auto arena = ref::random_arena(rows, width, dim, 11 + dim);
+      if (kind == backend::SparseOptimizerKind::kAdam)  // b1^t, b2^t: powers in (0, 1]
+        for (int r = 0; r < rows; ++r)
+          for (int c = width - 2; c < width; ++c) arena[size_t(r) * width + c] = 1.0f / float(1 + (r + c) % 7);
       std::vector<int32_t> distinct(rows);
       std::iota(distinct.begin(), distinct.end(), 0);
       std::shuffle(distinct.begin(), distinct.end(), std::mt19937(dim));

@@ -80,6 +80,11 @@ def case_resume_din(r):
     resume_matches(r, "tiered", 2, ("--model.kind=din", "--data.synthetic_history_length=16"))
 
 
+def case_resume_sparse_adam(r):
+    """Row-wise Adam's state, step counts included, is checkpointed and resumed exactly."""
+    resume_matches(r, "tiered", 2, ("--optim.sparse=adam", "--optim.sparse_lr=0.01"))
+
+
 def case_resume_sequences(r):
     """Sequence sources resume exactly, mid-epoch and across epochs: SASRec on next-item
     samples (2000 users: an epoch is 8 steps of 2 x 128) and DIN on click samples."""
@@ -500,6 +505,8 @@ def case_resume_deck_changed(r):
                    "--model.embedding_dim=4", "--model.bottom_mlp=32,4",
                    contains=["optim.dense_lr: '0.001' in the checkpoint, '0.002' in this run",
                              "model.embedding_dim: '8' in the checkpoint, '4' in this run", "model.bottom_mlp"])
+    expect_refused(r, "sparse_optimizer", 4, "--layout.trainers=2", *latest, "--optim.sparse=adam",
+                   contains=["optim.sparse: 'adagrad' in the checkpoint, 'adam' in this run"])
     expect_refused(r, "global_batch", 4, "--layout.trainers=2", *latest, "--train.batch_size=64",
                    contains=["train.batch_size", "global batch"])
     assert sha256s(ckpt) == before
@@ -508,7 +515,7 @@ def case_resume_deck_changed(r):
                     "--output.progress_every=3", "--checkpoint.keep=5")
     assert resumed["checkpoints"]["resumed_from_step"] == 40 and resumed["steps"] == 60
     assert resumed["params_digest"] == whole["params_digest"]
-    print("changed seed, lr, shape, global batch refused by name; a longer run resumed to the same digest")
+    print("changed seed, lr, shape, sparse optimizer, global batch refused by name; a longer run resumed to the same digest")
 
 
 def damage_sparse_values(strata, path):

@@ -613,6 +613,34 @@ def case_tiered_exact_t4(r):
     tiered_matrix(r, 4)
 
 
+def case_sparse_adam_tiered_equals_ps(r):
+    """optim.sparse = adam: a row's Adam state (m, v and its own step count) is three
+    times Adagrad's and travels with the row through L1, L2 and write-back; tiered ==
+    ps bit for bit with an evicting L1 and with no L2 (Scheme A fallback), and it
+    trains a different model from Adagrad."""
+    adam = ["--optim.sparse=adam", "--optim.sparse_lr=0.01", "--layout.trainers=2"]
+    row_bytes = (8 + 2 * 8 + 2) * 4  # tiny.ini's dim 8: values, m, v, b1^t, b2^t
+    slot_bytes = row_bytes + 16 + 1
+    l2_row_bytes = L2_ROW_BYTES_AT_MOST - ROW_BYTES + row_bytes
+    ps = r.run("adam_ps", 4, *adam, "--store.mode=ps")
+    adagrad = r.run("adagrad_ps", 4, "--layout.trainers=2", "--store.mode=ps")
+    assert ps["params_digest"] != adagrad["params_digest"], "optim.sparse = adam trained Adagrad's numbers"
+    assert 0.5 < ps["eval_auc"] <= 1.0, ps["eval_auc"]
+    probe = r.run("adam_tiered", 4, *adam, "--store.mode=tiered")
+    assert probe["params_digest"] == ps["params_digest"], "adam: tiered differs from ps"
+    window = int(probe["levels"]["l1"]["max_window_rows"])
+    for l1_rows, l2_rows in ((window, 2 * window), (window, 0)):
+        name = f"adam_l1{l1_rows}_l2{l2_rows}"
+        s = r.run(name, 4, *adam, "--store.mode=tiered",
+                  "--store.l1_mb=%.9f" % ((l1_rows * slot_bytes + 0.5) / 1048576.0),
+                  "--store.l2_mb=%.9f" % (l2_rows * l2_row_bytes / 1048576.0))
+        assert s["params_digest"] == ps["params_digest"], f"{name}: digest differs from ps"
+        assert s["levels"]["l1"]["evictions"] > 0, f"{name}: the smallest L1 never evicted"
+        if l2_rows == 0:
+            assert s["levels"]["l2"]["fallback_rows"] > 0, f"{name}: no L2 must mean Scheme A fallback"
+    print("adam: tiered == ps, digest", ps["params_digest"][:16], "AUC", round(ps["eval_auc"], 4))
+
+
 def case_din_tiered_equals_ps(r):
     """DIN over the synthetic history table: tiered == ps bit for bit with one and
     two trainers, also at an L1 small enough to evict; and it learns (eval AUC

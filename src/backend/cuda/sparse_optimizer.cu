@@ -1,6 +1,6 @@
 // Sparse optimizers on the GPU. Reference: host/host_sparse_optimizer.cpp; both
 // bit-identical: per element the same IEEE operations in the same order
-// (Adagrad: a + g*g, then (lr*g) / (sqrt(a) + eps), then w - step), written with
+// (Adagrad: a + g*g, then (lr*g) / (sqrt(a) + eps), then w - step; Adam as adam_row), written with
 // the _rn intrinsics so that nvcc fuses no multiply-add. The fused scatter sums
 // each distinct slot's occurrences from zero in occurrence order (a stable radix
 // sort by slot keeps that order), as GradientAccumulator does on the host.
@@ -26,13 +26,59 @@ __device__ __forceinline__ void step_element(const SparseOptimizerParams& p, flo
   }
 }
 
+// Adam's per-row factors from the powers b1^t, b2^t before this step (host: adam_row).
+struct AdamFactors {
+  float p1 = 1.0f, p2 = 1.0f, step_size = 0.0f, sqrt_bc2 = 1.0f;
+};
+__device__ __forceinline__ AdamFactors adam_factors(const SparseOptimizerParams& p, const float* powers) {
+  AdamFactors f;
+  f.p1 = __fmul_rn(powers[0], p.beta1);
+  f.p2 = __fmul_rn(powers[1], p.beta2);
+  f.step_size = __fdiv_rn(p.lr, __fsub_rn(1.0f, f.p1));
+  f.sqrt_bc2 = __fsqrt_rn(__fsub_rn(1.0f, f.p2));
+  return f;
+}
+__device__ __forceinline__ void adam_element(const SparseOptimizerParams& p, const AdamFactors& f, float* w, float* m,
+                                             float* v, float g) {
+  const float mi = __fadd_rn(__fmul_rn(p.beta1, *m), __fmul_rn(__fsub_rn(1.0f, p.beta1), g));
+  const float vi = __fadd_rn(__fmul_rn(p.beta2, *v), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, p.beta2), g), g));
+  *m = mi;
+  *v = vi;
+  const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), f.sqrt_bc2), p.eps);
+  *w = __fsub_rn(*w, __fdiv_rn(__fmul_rn(f.step_size, mi), denom));
+}
+
+// One row's step by the threads of its threadIdx.y (threadIdx.x over components);
+// grad_of(c) gives component c's gradient. Adam's powers are read by every thread
+// before thread 0 writes them back: the threads of a row are one warp or part of one
+// (rows_block), and every thread of the warp reaches the __syncwarp (none returns early).
+template <class GradOf>
+__device__ __forceinline__ void step_row(const SparseOptimizerParams& p, float* row, int dim, bool active,
+                                         GradOf grad_of) {
+  if (p.kind == backend::SparseOptimizerKind::kAdam) {
+    AdamFactors f;
+    if (active) f = adam_factors(p, row + 3 * dim);  // row: w (dim), m (dim), v (dim), b1^t, b2^t
+    __syncwarp();
+    if (!active) return;
+    for (int c = threadIdx.x; c < dim; c += blockDim.x)
+      adam_element(p, f, row + c, row + dim + c, row + 2 * dim + c, grad_of(c));
+    if (threadIdx.x == 0) {
+      row[3 * dim] = f.p1;
+      row[3 * dim + 1] = f.p2;
+    }
+    return;
+  }
+  if (!active) return;
+  for (int c = threadIdx.x; c < dim; c += blockDim.x) step_element(p, row + c, row + dim + c, grad_of(c));
+}
+
 // Block: threadIdx.x over components, threadIdx.y over rows.
 __global__ void step_kernel(SparseOptimizerParams p, float* __restrict__ arena, int width,
                             const int32_t* __restrict__ slots, size_t n, int dim, const float* __restrict__ grads) {
   const size_t i = size_t(blockIdx.x) * blockDim.y + threadIdx.y;
-  if (i >= n) return;
-  float* row = arena + int64_t(slots[i]) * width;
-  for (int c = threadIdx.x; c < dim; c += blockDim.x) step_element(p, row + c, row + dim + c, grads[i * dim + c]);
+  const bool active = i < n;
+  float* row = active ? arena + int64_t(slots[i]) * width : nullptr;
+  step_row(p, row, dim, active, [&](int c) { return grads[i * dim + c]; });
 }
 
 __global__ void iota_kernel(int32_t n, int32_t* out) {
@@ -47,14 +93,14 @@ __global__ void scatter_step_kernel(SparseOptimizerParams p, float* __restrict__
                                     const int32_t* __restrict__ starts, const int32_t* __restrict__ num_unique,
                                     const int32_t* __restrict__ order, int dim, const float* __restrict__ grads) {
   const int u = blockIdx.x * blockDim.y + threadIdx.y;
-  if (u >= *num_unique) return;
-  float* row = arena + int64_t(unique_slots[u]) * width;
-  const int32_t begin = starts[u], end = begin + counts[u];
-  for (int c = threadIdx.x; c < dim; c += blockDim.x) {
+  const bool active = u < *num_unique;
+  float* row = active ? arena + int64_t(unique_slots[u]) * width : nullptr;
+  const int32_t begin = active ? starts[u] : 0, end = active ? begin + counts[u] : 0;
+  step_row(p, row, dim, active, [&](int c) {
     float sum = 0.0f;
     for (int32_t q = begin; q < end; ++q) sum = __fadd_rn(sum, grads[int64_t(order[q]) * dim + c]);
-    step_element(p, row + c, row + dim + c, sum);
-  }
+    return sum;
+  });
 }
 
 dim3 rows_block(int dim) {

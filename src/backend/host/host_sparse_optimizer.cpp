@@ -37,14 +37,34 @@ void adagrad_row(float lr_s, float eps_s, float* w, float* a, const float* g, in
   }
 }
 
+// The reference of the device's Adam: each operation rounded on its own, in this
+// order (the build never contracts a multiply and an add into one).
+void adam_row(const SparseOptimizerParams& p, float* w, float* state, const float* g, int dim) {
+  float* m = state;
+  float* v = state + dim;
+  float* powers = state + 2 * dim;
+  const float p1 = powers[0] * p.beta1, p2 = powers[1] * p.beta2;
+  powers[0] = p1;
+  powers[1] = p2;
+  const float step_size = p.lr / (1.0f - p1);
+  const float sqrt_bc2 = std::sqrt(1.0f - p2);
+  const float c1 = 1.0f - p.beta1, c2 = 1.0f - p.beta2;
+  for (int i = 0; i < dim; ++i) {
+    m[i] = p.beta1 * m[i] + c1 * g[i];
+    v[i] = p.beta2 * v[i] + (c2 * g[i]) * g[i];
+    const float denom = std::sqrt(v[i]) / sqrt_bc2 + p.eps;
+    w[i] -= (step_size * m[i]) / denom;
+  }
+}
+
 }  // namespace
 
 void sparse_optimizer_apply_row(const SparseOptimizerParams& p, float* values, float* state, const float* grad,
                                 int dim) {
-  if (p.kind == SparseOptimizerKind::kAdagrad) {
-    adagrad_row(p.lr, p.eps, values, state, grad, dim);
-  } else {
-    sgd_row(p.lr, values, grad, dim);
+  switch (p.kind) {
+    case SparseOptimizerKind::kAdagrad: adagrad_row(p.lr, p.eps, values, state, grad, dim); break;
+    case SparseOptimizerKind::kAdam: adam_row(p, values, state, grad, dim); break;
+    default: sgd_row(p.lr, values, grad, dim);
   }
 }
 

@@ -1,5 +1,5 @@
 // Host kernels of the sparse optimizers (backend/sparse_optimizer_kernels.hpp):
-// SGD and Adagrad on embedding rows, four lanes at a time where SSE2 exists.
+// SGD and Adagrad (four lanes at a time where SSE2 exists) and lazy Adam on embedding rows.
 #pragma once
 #ifndef STRATA_BACKEND_INTERNAL
 #error "backend/host/ is the host backend's own: model/, store/ and the rest include the neutral backend/*_kernels.hpp"
