@@ -29,6 +29,20 @@ Device active_device();
 // Once per process, before MPI_Init: picks the BLAS kernels for this CPU (may
 // exec argv[0] again once, see host/blas_kernels.hpp).
 void prepare_process(char** argv);
+// The host BLAS's threads per process. Every strata rank is a process, and the
+// ranks of a node share its cores: OpenBLAS's own default (one thread per core
+// in each process) oversubscribes them, and its idle threads spin in sched_yield
+// (measured on a 2-core machine, 4 ranks: 5.4 M sched_yield calls in 4 s, and
+// the job 1.4x slower). choose_host_blas_threads: `requested` > 0 wins; 0 (auto)
+// leaves a count the environment sets (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS:
+// returns 0, change nothing), else the cores this process may run on over the
+// ranks of its node, at least 1.
+int choose_host_blas_threads(int requested, bool environment_sets_threads, int cores, int ranks_on_node);
+// Applies it to the BLAS (OpenBLAS, found at run time; another BLAS is left
+// alone) and returns the threads the BLAS now runs (0: not OpenBLAS).
+int configure_host_blas_threads(int requested, int ranks_on_node);
+int host_blas_threads();
+
 // Around everything that runs kernels: the host backend's runtime (Kokkos),
 // which no code outside src/backend sees.
 void initialize_runtime(int& argc, char** argv);

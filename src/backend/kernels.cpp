@@ -1,7 +1,11 @@
 // The neutral kernel interface: device selection (runtime.device) and the
 // forwarding of every kernel-family call to the selected backend's table.
 #include <Kokkos_Core.hpp>
+#include <sched.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 
 #include "backend/device.hpp"
 #include "backend/host/attention.hpp"
@@ -111,6 +115,29 @@ void select_device(Device device) {
 Device active_device() { return impl::active.load(); }
 
 void prepare_process(char** argv) { host::ensure_tuned_blas_kernels(argv); }
+
+int choose_host_blas_threads(int requested, bool environment_sets_threads, int cores, int ranks_on_node) {
+  if (requested > 0) return requested;
+  if (environment_sets_threads) return 0;
+  return std::max(1, std::max(cores, 1) / std::max(ranks_on_node, 1));
+}
+
+int configure_host_blas_threads(int requested, int ranks_on_node) {
+  const auto set_in_environment = [](const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr && *value != '\0';
+  };
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  const int threads = choose_host_blas_threads(
+      requested, set_in_environment("OPENBLAS_NUM_THREADS") || set_in_environment("OMP_NUM_THREADS"), cores,
+      ranks_on_node);
+  if (threads > 0) host::set_blas_threads(threads);
+  return host::blas_threads();
+}
+
+int host_blas_threads() { return host::blas_threads(); }
 
 void initialize_runtime(int& argc, char** argv) {
   Kokkos::InitArguments arguments;

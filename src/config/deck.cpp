@@ -169,6 +169,9 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("runtime.device", o.runtime.device,
     "host | cuda: the backend that runs the embedding, sparse-optimizer and row kernels (cuda needs a CUDA build "
     "and a GPU)");
+  v("runtime.blas_threads", o.runtime.blas_threads,
+    "host BLAS (OpenBLAS) threads per rank; 0 = auto: OPENBLAS_NUM_THREADS or OMP_NUM_THREADS when set, else the "
+    "cores a rank may use over the ranks of its node, at least 1");
 
   v("tune.plugin", o.tune.plugin, "grid | random | optuna | /path/to/plugin.so");
   v("tune.trials", o.tune.trials, "trials to run in this invocation");
@@ -652,6 +655,10 @@ void validate(const RunOptions& options) {
   if (!(std::isfinite(options.runtime.stall_timeout_s) && options.runtime.stall_timeout_s >= 0)) {
     throw Error("bad value for runtime.stall_timeout_s: " + std::to_string(options.runtime.stall_timeout_s),
                 "runtime.stall_timeout_s must be a finite number of seconds >= 0 (0 = off)");
+  }
+  if (options.runtime.blas_threads < 0 || options.runtime.blas_threads > 1024) {
+    throw Error("bad value for runtime.blas_threads: " + std::to_string(options.runtime.blas_threads),
+                "runtime.blas_threads must be 0 (auto) or a thread count from 1 to 1024");
   }
   if ((options.checkpoint.every_steps > 0 || options.checkpoint.every_seconds > 0) && options.checkpoint.dir.empty()) {
     throw Error("checkpoints requested but checkpoint.dir is empty", "set checkpoint.dir = PATH");

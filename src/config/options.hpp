@@ -152,6 +152,7 @@ struct CheckpointOptions {
 struct RuntimeOptions {
   double stall_timeout_s = 300;  // a wait with no progress this long ends the job with exit code 86 (0 = off)
   std::string device = "host";   // host | cuda: the backend of the embedding/optimizer/row kernels (cuda: a GPU)
+  int blas_threads = 0;          // host BLAS threads per rank; 0 = auto (the environment's, else cores / ranks on the node)
 };
 
 // strata tune: a search over runs. Each tune.space_* key is empty (not searched),

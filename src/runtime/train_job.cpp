@@ -217,6 +217,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
                             {"keys_defaulted", tiered[kAdmissionDefaulted]}};
   }
   summary["link_model"] = comm::LinkModel::options().describe();
+  summary["runtime"] = {{"device", options.runtime.device}, {"blas_threads", backend::host_blas_threads()}};
   if (options.store.mode == "tiered") {
     auto rate = [](double hits, double misses) { return hits + misses > 0 ? hits / (hits + misses) : 0.0; };
     summary["levels"] = {
@@ -248,13 +249,27 @@ int run_train_job(const RunOptions& options, MPI_Comm world) {
   return run_train_job_with_result(options, world).exit_code;
 }
 
-// A stalled wait (runtime.stall_timeout_s) anywhere in the roles ends the
-// process here with kExitStalled, after its one-line report.
+namespace {
+
+// The ranks sharing this rank's node (its shared-memory domain): they share its cores.
+int ranks_on_node(MPI_Comm world) {
+  MPI_Comm node = MPI_COMM_NULL;
+  comm::check_mpi(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  int size = 1;
+  MPI_Comm_size(node, &size);
+  MPI_Comm_free(&node);
+  return size;
+}
+
+}  // namespace
+
 void check_model_reads_data(const RunOptions& options) {
   const DataShape shape = data_shape(options.data);
   model::make_model(options.model, shape.num_dense, shape.num_tables, options.train.seed);
 }
 
+// A stalled wait (runtime.stall_timeout_s) anywhere in the roles ends the
+// process here with kExitStalled, after its one-line report.
 TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm world) try {
   // The checks that need the data's shape and the model (a bottom MLP that does
   // not end in embedding_dim, a model that cannot read this data), on every
@@ -262,6 +277,7 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
   try {
     backend::select_device(backend::parse_device(options.runtime.device));  // cuda: a CUDA build and a GPU
     check_model_reads_data(options);
+    backend::configure_host_blas_threads(options.runtime.blas_threads, ranks_on_node(world));
   } catch (const Error& e) {
     int rank = 0;
     MPI_Comm_rank(world, &rank);

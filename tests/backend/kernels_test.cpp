@@ -48,6 +48,23 @@ TEST(Device, CudaIsRefusedWithTheKeyWhereItCannotRun) {
   EXPECT_EQ(active_device(), Device::kHost);
 }
 
+TEST(HostBlasThreads, RequestedWinsThenTheEnvironmentThenCoresOverRanks) {
+  EXPECT_EQ(choose_host_blas_threads(3, true, 2, 4), 3);
+  EXPECT_EQ(choose_host_blas_threads(0, true, 64, 1), 0);  // OPENBLAS_NUM_THREADS set: left alone
+  EXPECT_EQ(choose_host_blas_threads(0, false, 2, 4), 1);  // 4 ranks on 2 cores: never below 1
+  EXPECT_EQ(choose_host_blas_threads(0, false, 64, 8), 8);
+  EXPECT_EQ(choose_host_blas_threads(0, false, 64, 12), 5);
+  EXPECT_EQ(choose_host_blas_threads(0, false, 0, 0), 1);
+}
+
+TEST(HostBlasThreads, ConfiguringSetsOpenBlas) {
+  const int before = configure_host_blas_threads(0, 1);  // the tests set OPENBLAS_NUM_THREADS=1: unchanged
+  if (before == 0) GTEST_SKIP() << "the BLAS is not OpenBLAS";
+  EXPECT_EQ(configure_host_blas_threads(2, 1), 2);
+  EXPECT_EQ(configure_host_blas_threads(1, 1), 1);
+  EXPECT_EQ(configure_host_blas_threads(before, 1), before);
+}
+
 TEST(EmbeddingKernels, PoolingMatchesTheReferenceWithDuplicatesAndEmptyBags) {
   select_device(Device::kHost);
   for (int dim : {1, 7, 16, 64, 300})

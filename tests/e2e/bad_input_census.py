@@ -135,6 +135,7 @@ def case_deck(r):
     c.case("layout_product", ["--layout.trainers=1", "--layout.ep=2"], ["layout.ep"])
     c.case("layout_sp", ["--layout.sp=2"], ["layout.sp"])
     c.case("stall_timeout_negative", ["--runtime.stall_timeout_s=-3"], ["runtime.stall_timeout_s"])
+    c.case("blas_threads_negative", ["--runtime.blas_threads=-1"], ["runtime.blas_threads"])
     c.case("missing_deck", [], ["/nonexistent/deck.ini"], deck="/nonexistent/deck.ini")
     c.case("deck_is_folder", [], [c.work], deck=c.work)
     c.case("no_deck", [], ["--config DECK"], deck=None)

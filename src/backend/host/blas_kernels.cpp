@@ -16,6 +16,18 @@ const char* blas_kernel_name() {
   return core_name ? core_name() : "";
 }
 
+void set_blas_threads(int threads) {
+  using SetThreads = void (*)(int);
+  auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (set != nullptr && threads > 0) set(threads);
+}
+
+int blas_threads() {
+  using GetThreads = int (*)();
+  auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  return get ? get() : 0;
+}
+
 void ensure_tuned_blas_kernels(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // the user's (or our earlier) choice
   const char* core = blas_kernel_name();

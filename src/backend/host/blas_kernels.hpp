@@ -19,4 +19,9 @@ void ensure_tuned_blas_kernels(char** argv);
 // The kernel set OpenBLAS uses ("" when the BLAS is not OpenBLAS).
 const char* blas_kernel_name();
 
+// OpenBLAS's thread count: set_blas_threads does nothing and blas_threads
+// returns 0 when the BLAS is not OpenBLAS.
+void set_blas_threads(int threads);
+int blas_threads();
+
 }  // namespace strata::backend::host
