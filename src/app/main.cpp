@@ -21,9 +21,11 @@
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
 #include "config/deck.hpp"
+#include "config/model_set.hpp"
 #include "data/hdf5_dataset.hpp"
 #include "data/sequence_hdf5.hpp"
 #include "runtime/preemption.hpp"
+#include "runtime/model_set_job.hpp"
 #include "runtime/role_layout.hpp"
 #include "runtime/train_job.hpp"
 #include "strata/config.hpp"
@@ -153,6 +155,11 @@ int dispatch(const std::vector<std::string>& words) {
     }
     try {
       require_deck(command, args);
+      if (strata::parse_model_set(args).co_trained()) {
+        throw strata::Error("strata tune takes a deck of one model; this deck lists [models]",
+                            "tune one of them with a deck of its own (strata deck --config DECK --models.only=NAME "
+                            "prints it)");
+      }
       return strata::run_tune_command(args);
     } catch (const strata::Error& e) {
       if (world_rank() == 0) print_error(e.what());
@@ -182,11 +189,17 @@ int dispatch(const std::vector<std::string>& words) {
                                          command.c_str(), strata::deck_help().c_str());
       return 0;
     }
-    strata::RunOptions options;
+    strata::ModelSet set;
     try {
       require_deck(command, args);
-      options = strata::parse_run_options(args);
-      check_input_files(options);
+      set = strata::parse_model_set(args);
+      for (const auto& model : set.models) check_input_files(model.options);
+      if (command == "trace" && set.models.size() > 1) {
+        throw strata::Error("strata trace records one model's key accesses; the deck co-trains " +
+                                std::to_string(set.models.size()) + " models",
+                            "pick one with --models.only=NAME");
+      }
+      const strata::RunOptions& options = set.models.front().options;
       if (command == "trace") {
         if (options.output.trace.empty()) {
           throw strata::Error("strata trace needs a trace file", "add --output.trace=FILE");
@@ -203,18 +216,34 @@ int dispatch(const std::vector<std::string>& words) {
       return kExitUsage;
     }
     if (command == "deck") {
-      if (world_rank() == 0) std::printf("%s", strata::to_ini(options).c_str());
+      for (const auto& model : set.models) {
+        if (world_rank() != 0) break;
+        if (set.co_trained()) std::printf("# model %s\n", model.name.c_str());
+        std::printf("%s", strata::to_ini(model.options).c_str());
+      }
       return 0;
     }
     try {
       int world_size = 0;
       MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-      strata::runtime::RoleLayout(options.layout).check_world_size(world_size);
+      if (!set.co_trained()) {
+        strata::runtime::RoleLayout(set.models.front().options.layout).check_world_size(world_size);
+      } else if (world_size != strata::model_set_world_size(set)) {
+        std::string parts;
+        for (const auto& model : set.models) {
+          const auto& l = model.options.layout;
+          parts += (parts.empty() ? "" : " + ") + model.name + " " + std::to_string(l.trainers + l.producers + l.servers);
+        }
+        throw strata::Error("the MPI job has " + std::to_string(world_size) + " ranks but the deck's models need " +
+                                std::to_string(strata::model_set_world_size(set)) + " (" + parts + ")",
+                            "run mpirun -n " + std::to_string(strata::model_set_world_size(set)) +
+                                ", or change the models' layout keys, or train one with --models.only=NAME");
+      }
     } catch (const strata::Error& e) {
       if (world_rank() == 0) print_error(e.what());
       return kExitUsage;
     }
-    return strata::runtime::run_train_job(options, MPI_COMM_WORLD);
+    return strata::runtime::run_model_set_job(set, MPI_COMM_WORLD);
   }
   if (world_rank() == 0) print_error("unknown command '" + command + "'\n\n" + kUsage);
   return kExitUsage;

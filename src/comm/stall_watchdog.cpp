@@ -56,11 +56,13 @@ const char* tag_name(int tag) {
   }
 }
 
+// A rank of `comm` as the job's communicator numbers it (what name_rank expects).
 int world_rank_of(MPI_Comm comm, int rank) {
-  if (comm == MPI_COMM_WORLD || comm == MPI_COMM_NULL) return rank;
+  const MPI_Comm job = watchdog().options.comm;
+  if (comm == job || comm == MPI_COMM_NULL) return rank;
   MPI_Group group, world;
   MPI_Comm_group(comm, &group);
-  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  MPI_Comm_group(job, &world);
   int translated = MPI_UNDEFINED;
   MPI_Group_translate_ranks(group, 1, &rank, world, &translated);
   MPI_Group_free(&group);
@@ -99,7 +101,8 @@ void receive_heartbeats() {
     int found = 0;
     MPI_Message message;
     MPI_Status status;
-    check_mpi(MPI_Improbe(MPI_ANY_SOURCE, kTagProgress, MPI_COMM_WORLD, &found, &message, &status), "MPI_Improbe");
+    check_mpi(MPI_Improbe(MPI_ANY_SOURCE, kTagProgress, watchdog().options.comm, &found, &message, &status),
+              "MPI_Improbe");
     if (!found) return;
     int payload = 0;
     check_mpi(MPI_Mrecv(&payload, 1, MPI_INT, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
@@ -150,7 +153,7 @@ void StallWatchdog::step_completed() {
   w.last_heartbeat = now;
   for (int rank : w.options.heartbeat_to) {
     MPI_Request request;
-    check_mpi(MPI_Isend(&kHeartbeat, 1, MPI_INT, rank, kTagProgress, MPI_COMM_WORLD, &request), "MPI_Isend");
+    check_mpi(MPI_Isend(&kHeartbeat, 1, MPI_INT, rank, kTagProgress, w.options.comm, &request), "MPI_Isend");
     check_mpi(MPI_Request_free(&request), "MPI_Request_free");
   }
 }

@@ -31,7 +31,8 @@ struct StallWatchdogOptions {
   std::string self;                           // this rank in reports, e.g. "trainer 1 (rank 1)"
   std::function<std::string(int)> name_rank;  // world rank -> "producer 0 (rank 2)"; empty: "rank 2"
   std::string fix;                            // how to fix a stall, appended to every StallError
-  std::vector<int> heartbeat_to;              // world ranks told of completed steps (trainer 0: producers, servers)
+  std::vector<int> heartbeat_to;              // ranks of `comm` told of completed steps (trainer 0: producers, servers)
+  MPI_Comm comm = MPI_COMM_WORLD;             // the job's ranks, which name_rank and heartbeat_to number
 };
 
 // Process-wide, for the thread that runs the rank's loops. Cheap when off.

@@ -348,8 +348,8 @@ Error bad_value_error(const po::error_with_option_name& e, const std::string& wh
 // Where each key of a deck file stands: "section.key" -> its line numbers. Also refuses
 // a file that is not text, naming the first line that holds binary data (and never
 // echoing it).
-std::map<std::string, std::vector<int>> deck_key_lines(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
+std::map<std::string, std::vector<int>> deck_key_lines(const std::string& path, const std::string& text) {
+  std::istringstream file(text);
   std::map<std::string, std::vector<int>> lines;
   std::string line, section;
   int number = 0;
@@ -406,7 +406,11 @@ Error unknown_key_error(const std::string& key, const std::string& where) {
 
 }  // namespace
 
-RunOptions parse_run_options(const std::vector<std::string>& raw_args) {
+RunOptions parse_run_options(const std::vector<std::string>& raw_args) { return parse_run_options(raw_args, nullptr); }
+
+std::vector<std::string> deck_keys() { return all_keys(); }
+
+RunOptions parse_run_options(const std::vector<std::string>& raw_args, const DeckOverlay* overlay) {
   // `--resume X` / `--resume=X` is the short form of --checkpoint.resume.
   std::vector<std::string> args;
   for (size_t i = 0; i < raw_args.size(); ++i) {
@@ -452,9 +456,13 @@ RunOptions parse_run_options(const std::vector<std::string>& raw_args) {
                       (std::filesystem::exists(path) ? "is not a regular file" : "does not exist"),
                   "pass an INI file, e.g. --config inputs/default.ini");
     }
-    std::ifstream file(path);
-    if (!file) throw Error("cannot read input deck '" + path + "'", "check the file's permissions");
-    const std::map<std::string, std::vector<int>> key_lines = deck_key_lines(path);
+    std::ifstream stream(path);
+    if (!stream) throw Error("cannot read input deck '" + path + "'", "check the file's permissions");
+    std::stringstream text;
+    text << stream.rdbuf();
+    std::map<std::string, std::vector<int>> key_lines = deck_key_lines(path, text.str());
+    // One model of a deck that lists several: its own section's keys replace the shared ones.
+    std::istringstream file(overlay ? overlay->apply(text.str(), key_lines) : text.str());
     auto at = [&](const std::string& key) {
       const auto it = key_lines.find(key);
       if (it == key_lines.end()) return " in deck " + path;
@@ -698,6 +706,41 @@ std::string to_ini(const RunOptions& options) {
     }
     out << name.substr(dot + 1) << " = " << format_value(field) << "\n";
   });
+  return out.str();
+}
+
+}  // namespace strata
+
+namespace strata {
+
+// The deck's text as one model sees it: the [models] and [model.NAME] sections
+// and the shared lines this model's keys replace become blank (line numbers
+// stay), and the model's keys follow at the end under their own sections; their
+// errors name the lines of [model.NAME] they came from.
+std::string DeckOverlay::apply(const std::string& text, std::map<std::string, std::vector<int>>& key_lines) const {
+  std::istringstream in(text);
+  std::ostringstream out;
+  std::string line, section;
+  while (std::getline(in, line)) {
+    const size_t first = line.find_first_not_of(" \t");
+    bool blank = false;
+    if (first != std::string::npos && line[first] == '[') {
+      const size_t close = line.find(']', first);
+      section = line.substr(first + 1, close == std::string::npos ? std::string::npos : close - first - 1);
+    } else if (first != std::string::npos && line[first] != '#' && line[first] != ';') {
+      std::string key = line.substr(first, line.find('=', first) - first);
+      while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+      const std::string full = section.empty() ? key : section + "." + key;
+      for (const auto& entry : entries) blank = blank || entry.key == full;
+    }
+    const bool hidden = section == "models" || section.rfind("model.", 0) == 0;
+    out << (hidden || blank ? "" : line) << "\n";
+  }
+  for (const auto& entry : entries) {
+    const size_t dot = entry.key.find('.');
+    out << "[" << entry.key.substr(0, dot) << "]\n" << entry.key.substr(dot + 1) << " = " << entry.value << "\n";
+    key_lines[entry.key] = {entry.line};
+  }
   return out.str();
 }
 

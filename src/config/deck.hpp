@@ -3,6 +3,7 @@
 // as --section.key=value; the command line wins over the deck.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,24 @@ namespace strata {
 // Parses `args` (the words after the subcommand) into a RunOptions. Reads
 // --config FILE if given. Throws strata::Error naming the bad key, value or file.
 RunOptions parse_run_options(const std::vector<std::string>& args);
+
+// One model of a deck that co-trains several (config/model_set.hpp): the keys of
+// its [model.NAME] section as full deck keys, each with its line in the deck.
+struct DeckOverlay {
+  struct Entry {
+    std::string key;  // e.g. "optim.sparse_lr" (a bare "kind" in the section is "model.kind")
+    std::string value;
+    int line = 0;
+  };
+  std::vector<Entry> entries;
+  // The deck text with [models] and [model.*] hidden and these entries in
+  // place of the shared keys they replace; key_lines gets the entries' lines.
+  std::string apply(const std::string& text, std::map<std::string, std::vector<int>>& key_lines) const;
+};
+RunOptions parse_run_options(const std::vector<std::string>& args, const DeckOverlay* overlay);
+
+// Every deck key ("section.key"), in --help order.
+std::vector<std::string> deck_keys();
 
 // Checks values that cannot be checked one key at a time (choices, ranges, shapes).
 void validate(const RunOptions& options);

@@ -190,6 +190,8 @@ struct RunOptions {
   std::string config_path;  // the deck this run was read from
   // Not a deck key: strata tune measures samples/s only after this many steps (warm-up).
   int64_t measure_after_steps = 0;
+  // Not a deck key: the model's name when its deck co-trains several (config/model_set.hpp).
+  std::string model_name;
   LayoutOptions layout;
   DataOptions data;
   ModelOptions model;

@@ -78,10 +78,11 @@ void start_stall_watchdog(const RunOptions& options, const RankContext& context)
   // Every rank has finished its start (a resume may read for long): only then
   // does waiting for a peer mean that the peer is stuck.
   MPI_Request barrier;
-  comm::check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, &barrier), "MPI_Ibarrier");
+  comm::check_mpi(MPI_Ibarrier(context.job, &barrier), "MPI_Ibarrier");
   comm::wait(barrier);
   comm::StallWatchdogOptions watch;
   watch.timeout_s = options.runtime.stall_timeout_s;
+  watch.comm = context.job;
   watch.self = rank_name(context.layout, context.world_rank);
   watch.name_rank = [layout = context.layout](int world_rank) { return rank_name(layout, world_rank); };
   watch.fix =

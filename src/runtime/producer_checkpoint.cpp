@@ -21,7 +21,7 @@ void Producer::poll_checkpoint() {
   while (true) {
     MPI_Message message;
     MPI_Status status;
-    if (!comm::probe_politely(MPI_COMM_WORLD, MPI_ANY_SOURCE, comm::kTagCheckpoint, message, status, false)) break;
+    if (!comm::probe_politely(context_.job, MPI_ANY_SOURCE, comm::kTagCheckpoint, message, status, false)) break;
     size_t i = 0;
     while (i < queues_.size() && queues_[i].world_rank != status.MPI_SOURCE) ++i;
     if (i == queues_.size()) {
@@ -39,7 +39,7 @@ void Producer::poll_checkpoint() {
   if (staging_ && !fell_back_) staging_->write_down_for_checkpoint();
   for (const auto& q : queues_) {
     const int ready = 1;
-    comm::check_mpi(MPI_Send(&ready, 1, MPI_INT, q.world_rank, comm::kTagCheckpointReady, MPI_COMM_WORLD), "MPI_Send");
+    comm::check_mpi(MPI_Send(&ready, 1, MPI_INT, q.world_rank, comm::kTagCheckpointReady, context_.job), "MPI_Send");
   }
   io::ProducerState state{};
   state.producer = context_.index;
@@ -54,7 +54,7 @@ void Producer::poll_checkpoint() {
     state.admission_seen = admission_->keys_seen();
     state.admission_defaulted = admission_->keys_defaulted();
   }
-  io::CheckpointWriter writer(MPI_COMM_WORLD, checkpoint_temporary(options_, stamp.step),
+  io::CheckpointWriter writer(context_.job, checkpoint_temporary(options_, stamp.step),
                               checkpoint_header(options_, stamp));
   writer.write_dense({}, {}, {}, false);
   writer.write_trainer_state(io::TrainerState{}, false);

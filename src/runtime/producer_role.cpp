@@ -51,7 +51,7 @@ Producer::Producer(const RunOptions& options, const RankContext& context, const 
     const int dim = options.model.embedding_dim;
     const int width = dim + model::make_sparse_optimizer(options.optim)->state_width(dim);
     staging_ = std::make_unique<store::ProducerStaging>(options, width, trainers, trainer_ranks, servers,
-                                                        MPI_COMM_WORLD, /*servers_may_hold_rows=*/resume.active());
+                                                        context_.job, /*servers_may_hold_rows=*/resume.active());
     exchange_ = std::make_unique<store::RoundExchange>(context.index, layout.producers(), layout.trainers(),
                                                        context.role_comm);
   }
@@ -128,7 +128,7 @@ void Producer::send(TrainerQueue& q, std::vector<char> bytes) {
   report_.bytes_sent += bytes.size();
   q.in_flight.push_back({MPI_REQUEST_NULL, std::move(bytes)});
   q.in_flight.back().request =
-      comm::send_bytes(MPI_COMM_WORLD, q.world_rank, comm::kTagBatch, q.in_flight.back().bytes);
+      comm::send_bytes(context_.job, q.world_rank, comm::kTagBatch, q.in_flight.back().bytes);
 }
 
 void Producer::send_batch(TrainerQueue& q, const data::Batch& batch) {
@@ -156,7 +156,7 @@ bool Producer::run_phase(Phase phase) {
   for (auto& q : queues_) {
     q.in_flight.push_back({MPI_REQUEST_NULL, encode_end_of_phase()});
     q.in_flight.back().request =
-        comm::send_bytes(MPI_COMM_WORLD, q.world_rank, comm::kTagBatch, q.in_flight.back().bytes);
+        comm::send_bytes(context_.job, q.world_rank, comm::kTagBatch, q.in_flight.back().bytes);
   }
   comm::WaitingFor waiting([this] {
     std::string missing;
@@ -249,7 +249,7 @@ bool Producer::poll_done() {
     if (q.done) continue;
     MPI_Message message;
     MPI_Status status;
-    if (!comm::probe_politely(MPI_COMM_WORLD, q.world_rank, comm::kTagProducerCtl, message, status, false)) {
+    if (!comm::probe_politely(context_.job, q.world_rank, comm::kTagProducerCtl, message, status, false)) {
       continue;
     }
     PhaseDone done{};

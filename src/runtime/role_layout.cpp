@@ -71,6 +71,7 @@ void RoleLayout::check_world_size(int size) const {
 
 RankContext split_roles(const LayoutOptions& options, MPI_Comm world) {
   RankContext context{RoleLayout(options)};
+  context.job = world;
   int size = 0;
   MPI_Comm_size(world, &size);
   MPI_Comm_rank(world, &context.world_rank);

@@ -40,13 +40,17 @@ class RoleLayout {
   int servers_;
 };
 
-// This rank's role and the communicator of all ranks with the same role.
+// This rank's role and the communicator of all ranks with the same role; ranks
+// are numbered within `world`, which becomes the context's job communicator.
 struct RankContext {
   RoleLayout layout;
   int world_rank = 0;
   Role role = Role::kTrainer;
   int index = 0;                       // rank within the role
   MPI_Comm role_comm = MPI_COMM_NULL;  // MPI_Comm_split by role
+  // The ranks of this job, which world_rank numbers: MPI_COMM_WORLD, or one
+  // model's ranks when a deck co-trains several models (runtime/model_set.hpp).
+  MPI_Comm job = MPI_COMM_WORLD;
 };
 
 RankContext split_roles(const LayoutOptions& layout, MPI_Comm world);

@@ -32,12 +32,12 @@ struct Request {
 // Receives this round's request from every trainer. A trainer's later request
 // stays queued in MPI (same source, same tag: non-overtaking) until the next round.
 // Answers every producer request (tiered mode) that has arrived; true if any did.
-bool serve_producers(store::ServerShard& shard, std::vector<char>& buffer, std::vector<char>& reply) {
+bool serve_producers(MPI_Comm job, store::ServerShard& shard, std::vector<char>& buffer, std::vector<char>& reply) {
   bool any = false;
   while (true) {
     MPI_Message message;
     MPI_Status status;
-    if (!comm::probe_politely(MPI_COMM_WORLD, MPI_ANY_SOURCE, comm::kTagProducerRequest, message, status, false)) {
+    if (!comm::probe_politely(job, MPI_ANY_SOURCE, comm::kTagProducerRequest, message, status, false)) {
       return any;
     }
     any = true;
@@ -70,12 +70,12 @@ bool serve_producers(store::ServerShard& shard, std::vector<char>& buffer, std::
     // the order simple (a polite wait, watched like every other).
     const int producer = status.MPI_SOURCE;
     comm::WaitingFor waiting([producer] { return comm::StallWatchdog::name_rank(producer) + " to take its rows"; });
-    MPI_Request sent = comm::send_bytes(MPI_COMM_WORLD, producer, comm::kTagProducerReply, reply);
+    MPI_Request sent = comm::send_bytes(job, producer, comm::kTagProducerReply, reply);
     comm::wait_politely(sent);
   }
 }
 
-void receive_round(const RoleLayout& layout, std::vector<Request>& requests, store::ServerShard& shard) {
+void receive_round(MPI_Comm job, const RoleLayout& layout, std::vector<Request>& requests, store::ServerShard& shard) {
   std::vector<char> producer_buffer, producer_reply;
   const int trainers = layout.trainers();
   std::vector<bool> received(trainers, false);
@@ -96,7 +96,7 @@ void receive_round(const RoleLayout& layout, std::vector<Request>& requests, sto
       if (received[t]) continue;
       MPI_Message message;
       MPI_Status status;
-      if (!comm::probe_politely(MPI_COMM_WORLD, layout.world_rank(Role::kTrainer, t), comm::kTagServerRequest,
+      if (!comm::probe_politely(job, layout.world_rank(Role::kTrainer, t), comm::kTagServerRequest,
                                 message, status, /*block=*/false)) {
         continue;
       }
@@ -111,7 +111,7 @@ void receive_round(const RoleLayout& layout, std::vector<Request>& requests, sto
       --remaining;
       progressed = true;
     }
-    if (serve_producers(shard, producer_buffer, producer_reply)) progressed = true;
+    if (serve_producers(job, shard, producer_buffer, producer_reply)) progressed = true;
     if (progressed) {
       backoff.reset();
     } else {
@@ -123,7 +123,7 @@ void receive_round(const RoleLayout& layout, std::vector<Request>& requests, sto
 }  // namespace
 
 // This server's part of a checkpoint: every row it holds, in its own order.
-void write_checkpoint_rows(const RunOptions& options, const store::ServerShard& shard, const CheckpointStamp& stamp) {
+void write_checkpoint_rows(MPI_Comm job, const RunOptions& options, const store::ServerShard& shard, const CheckpointStamp& stamp) {
   const store::RowTable& rows = shard.rows();
   io::SparseRows mine;
   mine.width = rows.width();
@@ -136,7 +136,7 @@ void write_checkpoint_rows(const RunOptions& options, const store::ServerShard& 
     std::copy(rows.row(static_cast<int64_t>(slot)), rows.row(static_cast<int64_t>(slot)) + rows.width(),
               mine.values.data() + slot * rows.width());
   }
-  io::CheckpointWriter writer(MPI_COMM_WORLD, checkpoint_temporary(options, stamp.step),
+  io::CheckpointWriter writer(job, checkpoint_temporary(options, stamp.step),
                               checkpoint_header(options, stamp));
   writer.write_dense({}, {}, {}, false);
   writer.write_trainer_state(io::TrainerState{}, false);
@@ -220,7 +220,7 @@ ServerReport run_server(const RunOptions& options, const RankContext& context, c
   bool training = true;
   while (true) {
     comm::StallWatchdog::set_step("request round", report.rounds + 1);
-    receive_round(layout, requests, shard);
+    receive_round(context.job, layout, requests, shard);
     {
       comm::WaitingFor waiting([] { return std::string("the trainers to take its replies"); });
       comm::wait_all_politely(pending);  // reply buffers are reused below
@@ -261,7 +261,7 @@ ServerReport run_server(const RunOptions& options, const RankContext& context, c
         } else {
           shard.pull_read_only(tables.data(), keys, num_keys, values);
         }
-        pending.push_back(comm::send_bytes(MPI_COMM_WORLD, layout.world_rank(Role::kTrainer, t),
+        pending.push_back(comm::send_bytes(context.job, layout.world_rank(Role::kTrainer, t),
                                            comm::kTagServerReply, replies[t]));
       }
     } else if (op == ServerOp::kPush) {
@@ -291,14 +291,14 @@ ServerReport run_server(const RunOptions& options, const RankContext& context, c
       writer.put_vector(ids);
       writer.put_vector(counts);
       writer.put_vector(values);
-      pending.push_back(comm::send_bytes(MPI_COMM_WORLD, layout.world_rank(Role::kTrainer, 0),
+      pending.push_back(comm::send_bytes(context.job, layout.world_rank(Role::kTrainer, 0),
                                          comm::kTagServerReply, replies[0]));
     } else if (op == ServerOp::kCheckpoint) {
       comm::ByteReader reader(requests[0].bytes.data(), requests[0].bytes.size(), "checkpoint request");
       reader.get<RequestHeader>();
       const auto stamp = reader.get<CheckpointStamp>();
       reader.expect_end();
-      write_checkpoint_rows(options, shard, stamp);
+      write_checkpoint_rows(context.job, options, shard, stamp);
       if (stamp.preempted) {
         spdlog::debug("server {}: checkpoint for a preemption written", context.index);
       }

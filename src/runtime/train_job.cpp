@@ -104,6 +104,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
   const double samples = std::max<double>(double(root.samples), 1.0);
   const ParallelLayout parallel = resolve_parallel_layout(options.layout);
   nlohmann::json summary = {
+      {"model", options.model_name},
       {"mode", options.store.mode},
       {"layout", {{"trainers", options.layout.trainers}, {"producers", options.layout.producers},
                   {"servers", options.layout.servers}, {"dp", parallel.dp}, {"sp", parallel.sp},
@@ -287,7 +288,11 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
   if (!claim_train_output_dir(options, world)) return TrainJobResult{2, {}};  // rank 0 said why (exit 2: bad input)
   TrainJobResult result;
   RankContext context = split_roles(options.layout, world);
-  init_logging(context.world_rank, role_name(context.role), options.output.log_level);
+  int process_rank = 0;  // in MPI_COMM_WORLD: a co-trained model's job numbers its ranks from 0
+  MPI_Comm_rank(MPI_COMM_WORLD, &process_rank);
+  init_logging(process_rank,
+               options.model_name.empty() ? role_name(context.role) : options.model_name + " " + role_name(context.role),
+               options.output.log_level);
   comm::LinkOptions links{options.links.network_gbps, options.links.network_latency_us, options.links.h2d_gbps,
                           options.links.h2d_latency_us};
   comm::LinkModel::configure(links);

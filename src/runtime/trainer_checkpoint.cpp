@@ -35,16 +35,16 @@ void Trainer::write_checkpoint(bool preempted) {
   stamp.preempted = preempted ? 1 : 0;
   // Caches write down, the producer parks, the servers join: see checkpointing.hpp.
   store_->prepare_checkpoint(stamp.step);
-  comm::check_mpi(MPI_Send(&stamp, sizeof(stamp), MPI_BYTE, producer_rank_, comm::kTagCheckpoint, MPI_COMM_WORLD),
+  comm::check_mpi(MPI_Send(&stamp, sizeof(stamp), MPI_BYTE, producer_rank_, comm::kTagCheckpoint, context_.job),
                   "MPI_Send");
   int ready = 0;
   MPI_Request request;
-  comm::check_mpi(MPI_Irecv(&ready, 1, MPI_INT, producer_rank_, comm::kTagCheckpointReady, MPI_COMM_WORLD, &request),
+  comm::check_mpi(MPI_Irecv(&ready, 1, MPI_INT, producer_rank_, comm::kTagCheckpointReady, context_.job, &request),
                   "MPI_Irecv");
   comm::wait(request);
   store_->checkpoint_servers(&stamp, sizeof(stamp));
   {
-    io::CheckpointWriter writer(MPI_COMM_WORLD, checkpoint_temporary(options_, stamp.step),
+    io::CheckpointWriter writer(context_.job, checkpoint_temporary(options_, stamp.step),
                                 checkpoint_header(options_, stamp));
     const auto& params = model_->parameters();
     io::TrainerState state{window_loss_, window_samples_, window_steps_, last_window_loss_,

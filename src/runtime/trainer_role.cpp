@@ -56,12 +56,12 @@ Trainer::Trainer(const RunOptions& options, const RankContext& context, const Re
     const int owners =
         static_cast<int>(context.layout.trainers_of_producer(context.layout.producer_of_trainer(context.index)).size());
     const double arena_mb = options.autotune.online ? store::online_l1_max_mb(options, owners) : options.store.l1_mb;
-    store_ = std::make_unique<store::TieredStore>(MPI_COMM_WORLD, comm_, producer_rank_, servers, context.index, dim,
+    store_ = std::make_unique<store::TieredStore>(context_.job, comm_, producer_rank_, servers, context.index, dim,
                                                   shape_.num_tables, store::L1DeviceTier::rows_for_budget(arena_mb, width),
                                                   std::move(sparse),
                                                   /*reports_producer=*/context.index < context.layout.producers());
   } else {
-    store_ = std::make_unique<store::RemotePsStore>(MPI_COMM_WORLD, servers, context.index, dim, shape_.num_tables);
+    store_ = std::make_unique<store::RemotePsStore>(context_.job, servers, context.index, dim, shape_.num_tables);
   }
   if (groups_.layout().sp > 1) {
     sequence_group_ = std::make_unique<comm::MpiSequenceGroup>(groups_);
@@ -153,7 +153,7 @@ bool Trainer::receive_batch(data::Batch& batch) {
   {
     comm::WaitingFor waiting(
         [this] { return "its next batch from " + comm::StallWatchdog::name_rank(producer_rank_); });
-    comm::receive_bytes(MPI_COMM_WORLD, producer_rank_, comm::kTagBatch, message_, &waited);
+    comm::receive_bytes(context_.job, producer_rank_, comm::kTagBatch, message_, &waited);
   }
   report_.stall_s += waited;
   report_.bytes_batches += message_.size();
@@ -271,13 +271,13 @@ void Trainer::train_step(const data::Batch& batch) {
 
 void Trainer::end_phase(bool final) {
   PhaseDone done{final ? 1u : 0u, preempted_ ? 1u : 0u};
-  comm::check_mpi(MPI_Send(&done, sizeof(done), MPI_BYTE, producer_rank_, comm::kTagProducerCtl, MPI_COMM_WORLD),
+  comm::check_mpi(MPI_Send(&done, sizeof(done), MPI_BYTE, producer_rank_, comm::kTagProducerCtl, context_.job),
                   "MPI_Send");
   std::vector<char> drained;
   comm::WaitingFor waiting(
       [this] { return "the end of the phase from " + comm::StallWatchdog::name_rank(producer_rank_); });
   while (!phase_ended_) {
-    comm::receive_bytes(MPI_COMM_WORLD, producer_rank_, comm::kTagBatch, drained);
+    comm::receive_bytes(context_.job, producer_rank_, comm::kTagBatch, drained);
     phase_ended_ = message_kind(drained) == BatchMessageKind::kEndOfPhase;
     if (!phase_ended_) stage_attachment(drained, 0);  // keeps L1 what its producer believes
   }

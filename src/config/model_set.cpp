@@ -1,0 +1,235 @@
+#include "config/model_set.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <cctype>
+#include <map>
+
+#include "common/error.hpp"
+#include "config/deck.hpp"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The sections a model may set for itself; the rest (data, output, links,
+// runtime, checkpoint, tune) belongs to the job and is shared.
+const char* kModelSections[] = {"model", "optim", "train", "layout", "store"};
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.pop_back();
+  const size_t first = s.find_first_not_of(" \t");
+  return first == std::string::npos ? std::string() : s.substr(first);
+}
+
+std::vector<std::string> split_names(const std::string& text) {
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string name = trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (!name.empty()) names.push_back(name);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return names;
+}
+
+bool valid_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; });
+}
+
+// A key of a [model.NAME] section as a full deck key; throws naming the line.
+std::string model_key(const std::string& key, const std::string& where) {
+  const std::string full = key.find('.') == std::string::npos ? "model." + key : key;
+  const std::vector<std::string> keys = deck_keys();
+  if (std::find(keys.begin(), keys.end(), full) == keys.end()) {
+    throw Error("unknown key '" + key + "'" + where + " (read as " + full + ")",
+                "a bare key in [model.NAME] is a model key (kind, embedding_dim, ...); other sections' keys are "
+                "written section.key (optim.sparse_lr); 'strata train --help' lists every key");
+  }
+  const std::string section = full.substr(0, full.find('.'));
+  if (std::find(std::begin(kModelSections), std::end(kModelSections), section) == std::end(kModelSections)) {
+    throw Error(full + where + " is shared by every model of the deck and cannot be set per model",
+                "move it to the deck's [" + section + "] section; a model may set model.*, optim.*, train.*, "
+                "layout.* and store.* keys");
+  }
+  return full;
+}
+
+struct DeckModels {
+  std::vector<std::string> names;
+  std::map<std::string, DeckOverlay> sections;  // name -> its keys
+};
+
+DeckModels read_deck_models(const std::string& path) {
+  DeckModels found;
+  std::ifstream file(path);
+  if (!file) return found;  // parse_run_options reports an unreadable deck
+  std::string line, section;
+  int number = 0, names_line = 0;
+  std::map<std::string, int> section_lines;
+  while (std::getline(file, line)) {
+    ++number;
+    const std::string text = trim(line);
+    if (text.empty() || text[0] == '#' || text[0] == ';') continue;
+    const std::string where = " in deck " + path + ", line " + std::to_string(number);
+    if (text[0] == '[') {
+      section = trim(text.substr(1, text.find(']') - 1));
+      if (section.rfind("model.", 0) == 0) {
+        const std::string name = section.substr(6);
+        if (!valid_name(name)) {
+          throw Error("bad model name '" + name + "' in section [" + section + "]" + where,
+                      "model names are 1 to 64 letters, digits, '_' or '-'");
+        }
+        if (section_lines.count(name)) {
+          throw Error("section [" + section + "] appears twice" + where + " (first at line " +
+                          std::to_string(section_lines[name]) + ")",
+                      "keep one [" + section + "] section");
+        }
+        section_lines[name] = number;
+        found.sections[name];
+      }
+      continue;
+    }
+    const size_t equals = text.find('=');
+    if (equals == std::string::npos) continue;  // parse_run_options names the bad line
+    const std::string key = trim(text.substr(0, equals)), value = trim(text.substr(equals + 1));
+    if (section == "models") {
+      if (key != "names") {
+        throw Error("unknown key 'models." + key + "'" + where,
+                    "[models] has one key, names = a,b,c; each model's keys go in its [model.NAME] section "
+                    "(--models.only=NAME is given on the command line)");
+      }
+      found.names = split_names(value);
+      names_line = number;
+    } else if (section.rfind("model.", 0) == 0) {
+      const std::string name = section.substr(6);
+      found.sections[name].entries.push_back({model_key(key, where), value, number});
+    }
+  }
+  std::map<std::string, int> seen;
+  for (const std::string& name : found.names) {
+    const std::string where = " in deck " + path + ", line " + std::to_string(names_line);
+    if (!valid_name(name)) {
+      throw Error("bad model name '" + name + "' in models.names" + where,
+                  "model names are 1 to 64 letters, digits, '_' or '-', separated by commas");
+    }
+    if (seen[name]++) throw Error("model '" + name + "' is listed twice in models.names" + where, "list each model once");
+  }
+  for (const auto& [name, line_number] : section_lines) {
+    if (!seen.count(name)) {
+      throw Error("section [model." + name + "] in deck " + path + ", line " + std::to_string(line_number) +
+                      " is for a model that [models] names does not list",
+                  found.names.empty() ? "add [models] names = " + name + ",... to co-train models, or remove the section"
+                                      : "add " + name + " to models.names, or remove the section");
+    }
+  }
+  return found;
+}
+
+std::string config_path(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--config" && i + 1 < args.size()) return args[i + 1];
+    if (args[i].rfind("--config=", 0) == 0) return args[i].substr(9);
+  }
+  return {};
+}
+
+}  // namespace
+
+ModelSet parse_model_set(const std::vector<std::string>& raw_args) {
+  ModelSet set;
+  // --models.only and --model.NAME.KEY=VALUE are this file's; the rest is parse_run_options's.
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> model_args;  // "--model.NAME.KEY=VALUE"
+  for (size_t i = 0; i < raw_args.size(); ++i) {
+    const std::string& arg = raw_args[i];
+    if (arg == "--models.only" && i + 1 < raw_args.size()) {
+      set.only = raw_args[++i];
+    } else if (arg.rfind("--models.only=", 0) == 0) {
+      set.only = arg.substr(14);
+    } else {
+      args.push_back(arg);
+    }
+  }
+  const std::string path = config_path(args);
+  DeckModels deck = path.empty() || !fs::is_regular_file(path) ? DeckModels{} : read_deck_models(path);
+  set.names = deck.names;
+  // Per-model command-line keys: --model.NAME.KEY=VALUE for a NAME the deck lists.
+  std::vector<std::string> shared_args;
+  for (const std::string& arg : args) {
+    bool mine = false;
+    for (const std::string& name : deck.names) {
+      const std::string prefix = "--model." + name + ".";
+      if (arg.rfind(prefix, 0) != 0) continue;
+      const size_t equals = arg.find('=');
+      if (equals == std::string::npos) {
+        throw Error("'" + arg + "' has no value", "write --model." + name + ".KEY=VALUE");
+      }
+      const std::string key = model_key(arg.substr(prefix.size(), equals - prefix.size()), " on the command line");
+      model_args.push_back({name, "--" + key + arg.substr(equals)});
+      mine = true;
+    }
+    if (!mine) shared_args.push_back(arg);
+  }
+  if (deck.names.empty()) {
+    if (!set.only.empty()) {
+      throw Error("--models.only=" + set.only + " but the deck lists no models",
+                  "drop --models.only, or list the models in the deck: [models] names = a,b with a [model.NAME] "
+                  "section each");
+    }
+    set.models.push_back({"", parse_run_options(args)});
+    set.output_dir = set.models.front().options.output.dir;
+    return set;
+  }
+  if (!set.only.empty() && std::find(deck.names.begin(), deck.names.end(), set.only) == deck.names.end()) {
+    std::string list;
+    for (const auto& name : deck.names) list += (list.empty() ? "" : ", ") + name;
+    throw Error("--models.only=" + set.only + ": the deck lists no model of that name", "the deck's models: " + list);
+  }
+  for (const std::string& name : deck.names) {
+    if (!set.only.empty() && name != set.only) continue;
+    std::vector<std::string> model_words;
+    for (const auto& [owner, word] : model_args) {
+      if (owner == name) model_words.push_back(word);
+    }
+    model_words.insert(model_words.end(), shared_args.begin(), shared_args.end());
+    RunOptions options;
+    try {
+      options = parse_run_options(model_words, &deck.sections[name]);
+    } catch (const Error& e) {
+      throw Error("model '" + name + "': " + e.what_failed(), e.how_to_fix());
+    }
+    if (set.output_dir.empty()) set.output_dir = options.output.dir;
+    options.output.dir = (fs::path(set.output_dir) / name).string();
+    if (!options.checkpoint.dir.empty()) options.checkpoint.dir = (fs::path(options.checkpoint.dir) / name).string();
+    if (!options.checkpoint.resume.empty() && options.checkpoint.resume != "latest" && !set.only.empty() &&
+        !fs::is_directory(options.checkpoint.resume)) {
+      // One model of the deck (--models.only) may resume from a file of its own.
+    } else if (!options.checkpoint.resume.empty() && options.checkpoint.resume != "latest") {
+      if (!fs::is_directory(options.checkpoint.resume)) {
+        throw Error("checkpoint.resume = '" + options.checkpoint.resume +
+                        "': a co-training job resumes each model from its own folder of checkpoints",
+                    "give --resume=latest, or the checkpoint.dir the job wrote (each model resumes from DIR/NAME), or "
+                    "resume one model from a file with --models.only=NAME");
+      }
+      options.checkpoint.resume = (fs::path(options.checkpoint.resume) / name).string();
+    }
+    set.models.push_back({name, std::move(options)});
+  }
+  return set;
+}
+
+int model_set_world_size(const ModelSet& set) {
+  int ranks = 0;
+  for (const auto& model : set.models) {
+    ranks += model.options.layout.trainers + model.options.layout.producers + model.options.layout.servers;
+  }
+  return ranks;
+}
+
+}  // namespace strata

@@ -1,0 +1,40 @@
+// Model sets: one deck that co-trains several models. The deck lists them in
+//   [models]
+//   names = ctr_a, ctr_b
+// and gives each a [model.NAME] section whose keys replace the shared deck's for
+// that model: a bare key is a model key ("kind = din" is model.kind), a dotted
+// one names its section ("optim.sparse_lr = 0.1", "layout.trainers = 2").
+// Everything else (the data above all) is the deck's, shared by every model.
+// A deck without [models] is a set of one unnamed model, as before.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/options.hpp"
+
+namespace strata {
+
+struct NamedModel {
+  std::string name;     // empty for a deck of one model
+  RunOptions options;   // output.dir (and checkpoint.dir) already the model's own folder
+};
+
+struct ModelSet {
+  std::vector<NamedModel> models;  // in the deck's order (only the one of --models.only, if given)
+  std::vector<std::string> names;  // every model the deck lists
+  std::string only;                // --models.only=NAME
+  std::string output_dir;          // the job's folder (each model writes output_dir/NAME)
+  bool co_trained() const { return !names.empty(); }
+};
+
+// Parses the words after the subcommand; throws strata::Error naming the key,
+// its deck line, or the model. A [model.NAME] section may set model.*,
+// optim.*, train.*, layout.* and store.* keys; --model.NAME.KEY=VALUE on the
+// command line overrides one model's key.
+ModelSet parse_model_set(const std::vector<std::string>& args);
+
+// The world ranks a co-training job needs: each model's layout, one after the other.
+int model_set_world_size(const ModelSet& set);
+
+}  // namespace strata

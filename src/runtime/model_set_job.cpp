@@ -1,0 +1,142 @@
+#include "runtime/model_set_job.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "comm/mpi_channel.hpp"
+#include "common/error.hpp"
+#include "common/exit_codes.hpp"
+#include "io/metrics_writer.hpp"
+#include "runtime/output_dir.hpp"
+#include "runtime/train_job.hpp"
+
+namespace strata::runtime {
+namespace {
+
+int model_ranks(const RunOptions& options) {
+  return options.layout.trainers + options.layout.producers + options.layout.servers;
+}
+
+// What the job's summary.json says of one model (its own summary.json has everything).
+nlohmann::json model_entry(const NamedModel& model, const nlohmann::json& summary, int first_rank) {
+  nlohmann::json entry = {{"kind", model.options.model.kind},
+                          {"first_world_rank", first_rank},
+                          {"ranks", model_ranks(model.options)},
+                          {"summary", model.name + "/summary.json"}};
+  for (const char* key : {"params_digest", "steps", "samples", "samples_per_s", "train_logloss", "eval_auc",
+                          "eval_hr_at_10", "eval_ndcg_at_10", "cpu_us_per_sample", "levels", "bytes_per_sample"}) {
+    if (summary.contains(key)) entry[key] = summary[key];
+  }
+  return entry;
+}
+
+// The exit code every rank returns: the first failure's, else a preemption's, else 0.
+int job_exit_code(int mine, MPI_Comm world) {
+  int codes[2] = {mine != kExitOk && mine != kExitPreempted ? mine : 0, mine == kExitPreempted ? 1 : 0};
+  comm::check_mpi(MPI_Allreduce(MPI_IN_PLACE, codes, 2, MPI_INT, MPI_MAX, world), "MPI_Allreduce");
+  return codes[0] != 0 ? codes[0] : codes[1] != 0 ? kExitPreempted : kExitOk;
+}
+
+}  // namespace
+
+int run_model_set_job(const ModelSet& set, MPI_Comm world) {
+  if (!set.co_trained()) return run_train_job(set.models.front().options, world);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  // Every model's checks that need the data and the model, on every rank alike,
+  // before any model starts (one model's bad key must not leave the others running).
+  for (const NamedModel& model : set.models) {
+    try {
+      check_model_reads_data(model.options);
+    } catch (const Error& e) {
+      if (rank == 0) std::fprintf(stderr, "strata: error: model '%s': %s\n", model.name.c_str(), e.what());
+      return kExitBadInput;
+    }
+  }
+  // The job's own folder: its summary.json beside the models' folders.
+  int claimed = 1;
+  if (rank == 0 && set.models.front().options.checkpoint.resume.empty()) {
+    try {
+      claim_output_dir(set.output_dir, set.models.front().options.output.overwrite, "strata train",
+                       ", or --resume to continue that run from its checkpoints");
+    } catch (const Error& e) {
+      std::fprintf(stderr, "strata: error: %s\n", e.what());
+      claimed = 0;
+    }
+  }
+  comm::check_mpi(MPI_Bcast(&claimed, 1, MPI_INT, 0, world), "MPI_Bcast");
+  if (!claimed) return kExitBadInput;
+
+  // Model m runs on the world ranks after those of models 0..m-1.
+  int mine = -1, first = 0;
+  std::vector<int> first_ranks;
+  for (size_t m = 0; m < set.models.size(); ++m) {
+    first_ranks.push_back(first);
+    if (rank >= first && rank < first + model_ranks(set.models[m].options)) mine = static_cast<int>(m);
+    first += model_ranks(set.models[m].options);
+  }
+  if (first != size || mine < 0) {
+    throw Error("the MPI job has " + std::to_string(size) + " ranks but the deck's models need " +
+                    std::to_string(first),
+                "run mpirun -n " + std::to_string(first) + " (each model's layout.trainers + producers + servers, "
+                "summed over the models)");
+  }
+  if (rank == 0) {
+    std::string list;
+    for (size_t m = 0; m < set.models.size(); ++m) {
+      list += (m ? ", " : "") + set.models[m].name + " (" + set.models[m].options.model.kind + ", ranks " +
+              std::to_string(first_ranks[m]) + "-" +
+              std::to_string(first_ranks[m] + model_ranks(set.models[m].options) - 1) + ")";
+    }
+    std::printf("strata train: %zu models in one job: %s\n", set.models.size(), list.c_str());
+    std::fflush(stdout);
+  }
+  MPI_Comm job = MPI_COMM_NULL;
+  comm::check_mpi(MPI_Comm_split(world, mine, rank, &job), "MPI_Comm_split");
+  NamedModel model = set.models[mine];
+  model.options.model_name = model.name;
+  const TrainJobResult result = run_train_job_with_result(model.options, job);
+  int job_rank = 0;
+  MPI_Comm_rank(job, &job_rank);
+  MPI_Comm_free(&job);
+
+  // Each model's summary (its job rank 0 holds it) to world rank 0.
+  const std::string text = job_rank == 0 && !result.summary.is_null() ? result.summary.dump() : std::string();
+  int length = static_cast<int>(text.size());
+  std::vector<int> lengths(rank == 0 ? size : 0), offsets(rank == 0 ? size : 0);
+  comm::check_mpi(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, world), "MPI_Gather");
+  std::string all;
+  if (rank == 0) {
+    int total = 0;
+    for (int r = 0; r < size; ++r) offsets[r] = total, total += lengths[r];
+    all.resize(total);
+  }
+  comm::check_mpi(MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0,
+                              world),
+                  "MPI_Gatherv");
+  const int code = job_exit_code(result.exit_code, world);
+  if (rank == 0) {
+    nlohmann::json summary = {{"models", nlohmann::json::object()}, {"order", set.names}, {"exit_code", code}};
+    double samples = 0, seconds = 0;
+    for (size_t m = 0; m < set.models.size(); ++m) {
+      const int root = first_ranks[m];
+      if (lengths[root] == 0) continue;  // the model ended without a summary (its error is printed)
+      const nlohmann::json one = nlohmann::json::parse(all.substr(offsets[root], lengths[root]));
+      summary["models"][set.models[m].name] = model_entry(set.models[m], one, root);
+      samples += one.value("samples", 0.0);
+      seconds = std::max(seconds, one.value("train_seconds", 0.0));
+    }
+    summary["samples_all_models"] = samples;
+    summary["train_seconds_longest"] = seconds;
+    std::filesystem::create_directories(set.output_dir);
+    io::write_summary(set.output_dir, summary);
+    spdlog::info("wrote {}/summary.json ({} models)", set.output_dir, set.models.size());
+  }
+  return code;
+}
+
+}  // namespace strata::runtime

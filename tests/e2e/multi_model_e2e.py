@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""Several models in one job (config/model_set.hpp, runtime/model_set_job.hpp):
+each co-trained model ends bit-identical to the same model trained alone
+(--models.only), in ps and tiered mode, and after a checkpoint + resume or a
+preemption; bad model decks are refused naming the key, line or model.
+
+usage: multi_model_e2e.py CASE --strata BIN --mpiexec MPIEXEC --workdir DIR
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from strata_e2e import run_case_from_command_line  # noqa: E402
+
+PREEMPTED = 85
+BAD_INPUT = 2
+
+# Three models over one tiny synthetic click log with a behaviour history: a
+# tiered DLRM on 2 trainers, a ps DLRM variant with its own optimizer settings,
+# and a tiered DIN. 4 + 3 + 3 = 10 ranks.
+DECK = """
+[models]
+names = dlrm_a, dlrm_b, din_c
+
+[layout]
+producers = 1
+trainers = 1
+servers = 1
+
+[data]
+source = synthetic
+synthetic_train_samples = 65536
+synthetic_eval_samples = 4096
+num_tables = 6
+vocab_sizes = 5000
+zipf_exponent = 1.05
+synthetic_history_length = 20
+synthetic_history_vocab = 8000
+
+[model]
+embedding_dim = 8
+bottom_mlp = 32,8
+top_mlp = 32
+
+[train]
+batch_size = 128
+steps = 60
+
+[store]
+mode = tiered
+l1_mb = 0.4
+l2_mb = 0.5
+
+[output]
+metrics_every = 10
+progress_every = 20
+
+[model.dlrm_a]
+kind = dlrm
+layout.trainers = 2
+
+[model.dlrm_b]
+kind = dlrm
+top_mlp = 64,16
+optim.sparse_lr = 0.1
+store.mode = ps
+
+[model.din_c]
+kind = din
+din_attention_mlp = 16
+"""
+MODELS = {"dlrm_a": 4, "dlrm_b": 3, "din_c": 3}
+ALL_RANKS = sum(MODELS.values())
+
+
+def write_deck(r, name="multi.ini", text=DECK):
+    path = os.path.join(r.workdir, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def launch(r, ranks, deck, out, *options, popen=False):
+    cmd = [r.mpiexec, "-n", str(ranks), "--oversubscribe", "--bind-to", "none"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    cmd += [r.strata, "train", "--config", deck, "--output.dir=" + os.path.join(r.workdir, out), *options]
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    if popen:
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                start_new_session=True)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+
+
+def train(r, ranks, deck, out, *options, code=0):
+    proc = launch(r, ranks, deck, out, *options)
+    if proc.returncode != code:
+        sys.stderr.write(proc.stdout + proc.stderr)
+        raise AssertionError(f"{out}: exit code {proc.returncode}, expected {code}")
+    return proc
+
+
+def summaries(r, out):
+    """The job's summary.json and each model's own."""
+    root = os.path.join(r.workdir, out)
+    with open(os.path.join(root, "summary.json")) as f:
+        job = json.load(f)
+    models = {}
+    for name in job["models"]:
+        with open(os.path.join(root, job["models"][name]["summary"])) as f:
+            models[name] = json.load(f)
+    return job, models
+
+
+def alone(r, deck, prefix, *options):
+    """Each model trained alone on its own ranks: the reference."""
+    found = {}
+    for name, ranks in MODELS.items():
+        train(r, ranks, deck, f"{prefix}_{name}", f"--models.only={name}", *options)
+        job, models = summaries(r, f"{prefix}_{name}")
+        assert list(job["models"]) == [name], job["models"]
+        found[name] = models[name]
+    return found
+
+
+def same_numbers(co, ref, what, keys=("steps", "samples", "eval_auc", "eval_logloss", "train_logloss")):
+    for name in MODELS:
+        a, b = co[name], ref[name]
+        assert a["params_digest"] == b["params_digest"], f"{what}: {name} differs from the same model alone"
+        for key in keys:
+            assert a[key] == b[key], f"{what}: {name} {key} {a[key]} != {b[key]}"
+
+
+def case_co_trained_equals_alone(r):
+    deck = write_deck(r)
+    train(r, ALL_RANKS, deck, "co")
+    job, co = summaries(r, "co")
+    assert job["order"] == list(MODELS), job["order"]
+    assert set(job["models"]) == set(MODELS)
+    for name in MODELS:
+        assert co[name]["model"] == name
+        assert job["models"][name]["params_digest"] == co[name]["params_digest"]
+    assert co["dlrm_a"]["mode"] == "tiered" and co["dlrm_b"]["mode"] == "ps" and co["din_c"]["mode"] == "tiered"
+    assert co["dlrm_a"]["layout"]["trainers"] == 2 and co["din_c"]["layout"]["trainers"] == 1
+    # The tiered models evict (L1 and L2 far below their rows): the caches are exercised.
+    assert co["dlrm_a"]["levels"]["l1"]["evictions"] > 0 and co["din_c"]["levels"]["l2"]["evictions"] > 0
+    # Different models trained different numbers.
+    assert len({co[n]["params_digest"] for n in MODELS}) == 3
+    same_numbers(co, alone(r, deck, "alone"), "co-trained vs alone")
+    # A model's digest does not depend on the others' store mode.
+    train(r, ALL_RANKS, deck, "co_ps", "--store.mode=ps")
+    _, co_ps = summaries(r, "co_ps")
+    same_numbers(co_ps, co, "all ps vs mixed (tiered == ps)")
+    print("co-trained == alone for " + ", ".join(f"{n} {co[n]['params_digest'][:12]}" for n in MODELS))
+
+
+def case_resume(r):
+    """A co-trained job stopped with checkpoints resumes every model exactly, and a
+    preempted one (SIGUSR1 mid-run) continues to the same numbers."""
+    deck = write_deck(r)
+    train(r, ALL_RANKS, deck, "whole")
+    _, whole = summaries(r, "whole")
+    ckpt = os.path.join(r.workdir, "ckpt")
+    train(r, ALL_RANKS, deck, "first", "--train.steps=40", "--checkpoint.dir=" + ckpt, "--checkpoint.every_steps=20")
+    for name in MODELS:
+        assert sorted(os.listdir(os.path.join(ckpt, name)))[-1] == "ckpt-0000000040.h5", os.listdir(os.path.join(ckpt, name))
+    train(r, ALL_RANKS, deck, "second", "--checkpoint.dir=" + ckpt, "--resume=latest")
+    _, second = summaries(r, "second")
+    for name in MODELS:
+        assert second[name]["checkpoints"]["resumed_from_step"] == 40, (name, second[name]["checkpoints"])
+    resumed = ("steps", "eval_auc", "eval_logloss", "train_logloss")  # samples count from the resume
+    same_numbers(second, whole, "resumed at 40 vs whole", resumed)
+    # Preemption: every model checkpoints at its next step boundary and the job exits 85.
+    # Slow enough (20 ms per message) that every model is mid-run when the signal comes.
+    slow = ["--links.network_gbps=1", "--links.network_latency_us=20000", "--train.steps=120"]
+    train(r, ALL_RANKS, deck, "slow_whole", *slow)
+    _, slow_whole = summaries(r, "slow_whole")
+    pckpt = os.path.join(r.workdir, "pckpt")
+    job = launch(r, ALL_RANKS, deck, "preempted", *slow, "--checkpoint.dir=" + pckpt, popen=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not all(
+            os.path.isdir(os.path.join(r.workdir, "preempted", n)) and
+            os.path.exists(os.path.join(r.workdir, "preempted", n, "metrics.jsonl")) for n in MODELS):
+        assert job.poll() is None, "the job ended before it was signalled:\n" + job.stdout.read()
+        time.sleep(0.1)
+    time.sleep(1.0)
+    os.killpg(job.pid, signal.SIGUSR1)
+    out, _ = job.communicate(timeout=300)
+    assert job.returncode == PREEMPTED, f"exit {job.returncode}, expected {PREEMPTED}:\n{out}"
+    train(r, ALL_RANKS, deck, "continued", *slow, "--checkpoint.dir=" + pckpt, "--resume=latest")
+    _, continued = summaries(r, "continued")
+    steps = {n: continued[n]["checkpoints"]["resumed_from_step"] for n in MODELS}
+    assert all(0 < s < 120 for s in steps.values()), steps
+    same_numbers(continued, slow_whole, "preempted and resumed vs whole", resumed)
+    print(f"resume at 40 exact; preempted at steps {steps}, resumed exact")
+
+
+def expect_refused(r, name, ranks, deck, *options, contains):
+    proc = launch(r, ranks, deck, name, *options)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == BAD_INPUT, f"{name}: exit {proc.returncode}, expected {BAD_INPUT}\n{text}"
+    for needle in contains:
+        assert needle in text, f"{name}: message lacks '{needle}':\n{text}"
+    assert text.count("strata: error") == 1, f"{name}: not exactly one error message:\n{text}"
+    print(f"{name}: refused, message ok")
+
+
+def case_bad_decks(r):
+    deck = write_deck(r)
+    expect_refused(r, "world", 4, deck, contains=["models need 10", "mpirun -n 10", "--models.only"])
+    expect_refused(r, "only_unknown", 3, deck, "--models.only=nope",
+                   contains=["--models.only=nope", "dlrm_a, dlrm_b, din_c"])
+    expect_refused(r, "shared_key", ALL_RANKS, deck, "--model.din_c.data.num_tables=3",
+                   contains=["data.num_tables", "shared by every model", "[data]"])
+    bad = DECK.replace("din_attention_mlp = 16", "din_attention_mlp = 16\nstore.l1_megabytes = 3")
+    line = bad.splitlines().index("store.l1_megabytes = 3") + 1
+    expect_refused(r, "unknown_key", ALL_RANKS, write_deck(r, "unknown.ini", bad),
+                   contains=["store.l1_megabytes", f"line {line}"])
+    bad = DECK.replace("optim.sparse_lr = 0.1", "optim.sparse_lr = fast")
+    line = bad.splitlines().index("optim.sparse_lr = fast") + 1
+    expect_refused(r, "bad_value", ALL_RANKS, write_deck(r, "value.ini", bad),
+                   contains=["model 'dlrm_b'", "optim.sparse_lr", f"line {line}"])
+    bad = DECK.replace("names = dlrm_a, dlrm_b, din_c", "names = dlrm_a, dlrm_b")
+    expect_refused(r, "unlisted_section", 7, write_deck(r, "unlisted.ini", bad),
+                   contains=["[model.din_c]", "does not list"])
+    bad = DECK.replace("names = dlrm_a, dlrm_b, din_c", "names = dlrm_a, dlrm_a, dlrm_b, din_c")
+    expect_refused(r, "twice", ALL_RANKS, write_deck(r, "twice.ini", bad), contains=["listed twice"])
+    bad = DECK.replace("kind = din\n", "kind = dinn\n")
+    expect_refused(r, "bad_kind", ALL_RANKS, write_deck(r, "kind.ini", bad), contains=["model 'din_c'", "dinn"])
+    # A model that cannot read the data stops the job before any model starts.
+    bad = DECK.replace("kind = din\n", "kind = din\nbottom_mlp = 32,5\n")
+    expect_refused(r, "bad_model", ALL_RANKS, write_deck(r, "model.ini", bad), contains=["model 'din_c'"])
+    # A used output.dir is refused for the job as for one model.
+    train(r, ALL_RANKS, deck, "used")
+    expect_refused(r, "used", ALL_RANKS, deck, contains=["already holds the outputs", "--output.overwrite"])
+
+
+if __name__ == "__main__":
+    run_case_from_command_line({name[5:]: fn for name, fn in globals().items() if name.startswith("case_")})
