@@ -36,6 +36,7 @@ ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vect
       flushed_(owners_.size(), false),
       fallback_late_rounds_(options.store.fallback_late_rounds),
       checkpoint_flushed_(owners_.size(), false),
+      keep_promoted_dirty_(!options.checkpoint.dir.empty()),
       trainers_(options.layout.trainers),
       producers_(options.layout.producers) {
   if (!options.output.trace.empty()) {
@@ -201,7 +202,16 @@ void ProducerStaging::stage(int64_t round, size_t owner_index, std::vector<char>
   l2_->set_refusing(fault_l2_every_ > 0 && round % fault_l2_every_ == 0);
   l2_->read(plan.insert, round, writer.insert_values(), writer.insert_dirty());
   for (const RowId& id : plan.evict) pending_[id] += 1;
-  evicted_[owner_index].push_back({round, plan.evict, plan.evict_next_use});
+  evicted_[owner_index].push_back({round, plan.evict, plan.evict_next_use, {}});
+  if (keep_promoted_dirty_) {
+    RowBlock& kept = evicted_[owner_index].back().promoted_dirty;
+    kept.width = width_;
+    const uint8_t* dirty = writer.insert_dirty();
+    const float* values = writer.insert_values();
+    for (size_t i = 0; i < n; ++i) {
+      if (dirty[i]) kept.append(plan.insert[i], values + i * size_t(width_));
+    }
+  }
   ++counters_.rounds;
   counters_.staging_s += since(start);
   counters_.staging_cpu_s += thread_cpu_seconds() - cpu_start;
@@ -307,6 +317,11 @@ void ProducerStaging::write_down_for_checkpoint() {
     }
   }
   checkpoint_flushed_.assign(owners_.size(), false);
+  // Plans staged but not yet applied by their trainer (their batches are in
+  // flight) carry rows promoted from L2 dirty: nowhere else holds those values.
+  for (const auto& queue : evicted_) {
+    for (const Evicted& round : queue) l2_->write_down(round.promoted_dirty);
+  }
   l2_->flush();  // acknowledged by every server: they hold every row at its newest value
 }
 

@@ -101,6 +101,10 @@ class ProducerStaging {
     int64_t round;
     std::vector<RowId> ids;
     std::vector<int64_t> next_use;  // when evicted; INT64_MAX: ask the directory when the row arrives
+    // Checkpoints only: the rows this round's plan promoted from L2 dirty. Until
+    // the trainer applies the plan (its write-back of the round arrives) their
+    // newest values exist only in the plan's message, so a checkpoint writes them down.
+    RowBlock promoted_dirty;
   };
   void apply_arrived();
   void note_report(const WriteBackHeader& header);
@@ -139,6 +143,7 @@ class ProducerStaging {
   int fallback_late_rounds_ = 0;
   int64_t late_run_ = 0;          // consecutive late rounds
   std::vector<bool> checkpoint_flushed_;  // per owner: its checkpoint write-back was applied
+  bool keep_promoted_dirty_ = false;      // checkpoints may be taken (checkpoint.dir set)
   bool finished_ = false;         // finish_training done: L2 is written down for good
   std::function<void()> on_wait_;
   int trainers_ = 1, producers_ = 1;  // trainer t is fed by producer t % producers, as its (t / producers)-th
