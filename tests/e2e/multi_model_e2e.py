@@ -187,7 +187,7 @@ def case_resume(r):
             os.path.exists(os.path.join(r.workdir, "preempted", n, "metrics.jsonl")) for n in MODELS):
         assert job.poll() is None, "the job ended before it was signalled:\n" + job.stdout.read()
         time.sleep(0.1)
-    time.sleep(1.0)
+    time.sleep(0.3)
     os.killpg(job.pid, signal.SIGUSR1)
     out, _ = job.communicate(timeout=300)
     assert job.returncode == PREEMPTED, f"exit {job.returncode}, expected {PREEMPTED}:\n{out}"
