@@ -197,7 +197,18 @@ ModelSet parse_model_set(const std::vector<std::string>& raw_args) {
     for (const auto& [owner, word] : model_args) {
       if (owner == name) model_words.push_back(word);
     }
-    model_words.insert(model_words.end(), shared_args.begin(), shared_args.end());
+    // A shared command-line key this model sets for itself is the model's.
+    for (size_t i = 0; i < shared_args.size(); ++i) {
+      const std::string& word = shared_args[i];
+      bool overridden = false;
+      for (const auto& [owner, mine] : model_args) {
+        const std::string key = mine.substr(0, mine.find('='));  // "--optim.sparse_lr"
+        if (owner != name) continue;
+        if (word.rfind(key + "=", 0) == 0) overridden = true;
+        if (word == key) overridden = true, ++i;  // "--key value": skip the value too
+      }
+      if (!overridden) model_words.push_back(word);
+    }
     RunOptions options;
     try {
       options = parse_run_options(model_words, &deck.sections[name]);

@@ -4,8 +4,10 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "comm/collectives.hpp"
 #include "comm/mpi_channel.hpp"
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
@@ -31,6 +33,18 @@ nlohmann::json model_entry(const NamedModel& model, const nlohmann::json& summar
     if (summary.contains(key)) entry[key] = summary[key];
   }
   return entry;
+}
+
+// A resumed job does not train again a model that finished in an earlier run
+// of it (preempted after that model was done): its summary.json says so. The
+// job's output.dir was claimed fresh when it started, so that file is this job's.
+bool finished_earlier(const NamedModel& model) {
+  if (model.options.checkpoint.resume.empty()) return false;
+  const std::filesystem::path path = std::filesystem::path(model.options.output.dir) / "summary.json";
+  std::ifstream file(path);
+  if (!file) return false;
+  const nlohmann::json summary = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  return summary.is_object() && summary.value("preempted", true) == false && summary.value("model", "") == model.name;
 }
 
 // The exit code every rank returns: the first failure's, else a preemption's, else 0.
@@ -99,11 +113,28 @@ int run_model_set_job(const ModelSet& set, MPI_Comm world) {
   comm::check_mpi(MPI_Comm_split(world, mine, rank, &job), "MPI_Comm_split");
   NamedModel model = set.models[mine];
   model.options.model_name = model.name;
-  const TrainJobResult result = run_train_job_with_result(model.options, job);
   int job_rank = 0;
   MPI_Comm_rank(job, &job_rank);
+  TrainJobResult result;
+  if (finished_earlier(model)) {
+    // Its ranks wait for the others; its summary stands as written.
+    if (job_rank == 0) {
+      std::printf("strata train: model %s finished in an earlier run of this job (%s/summary.json): not trained "
+                  "again\n", model.name.c_str(), model.options.output.dir.c_str());
+      std::fflush(stdout);
+      std::ifstream file(std::filesystem::path(model.options.output.dir) / "summary.json");
+      result.summary = nlohmann::json::parse(file);
+    }
+  } else {
+    result = run_train_job_with_result(model.options, job);
+  }
   MPI_Comm_free(&job);
 
+  // A model that ends first waits for the others politely (backing off, not
+  // spinning in a blocking collective on cores the others train on).
+  MPI_Request all_done = MPI_REQUEST_NULL;
+  comm::check_mpi(MPI_Ibarrier(world, &all_done), "MPI_Ibarrier");
+  comm::wait(all_done);
   // Each model's summary (its job rank 0 holds it) to world rank 0.
   const std::string text = job_rank == 0 && !result.summary.is_null() ? result.summary.dump() : std::string();
   int length = static_cast<int>(text.size());

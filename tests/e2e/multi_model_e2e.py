@@ -174,29 +174,33 @@ def case_resume(r):
         assert second[name]["checkpoints"]["resumed_from_step"] == 40, (name, second[name]["checkpoints"])
     resumed = ("steps", "eval_auc", "eval_logloss", "train_logloss")  # samples count from the resume
     same_numbers(second, whole, "resumed at 40 vs whole", resumed)
-    # Preemption: every model checkpoints at its next step boundary and the job exits 85.
-    # Slow enough (20 ms per message) that every model is mid-run when the signal comes.
-    slow = ["--links.network_gbps=1", "--links.network_latency_us=20000", "--train.steps=120"]
+    # Preemption: every model still training checkpoints at its next step boundary
+    # and the job exits 85. dlrm_b (12 steps) has finished before the signal: the
+    # resumed job does not train it again, and its numbers stand.
+    slow = ["--links.network_gbps=1", "--links.network_latency_us=20000", "--train.steps=120",
+            "--model.dlrm_b.train.steps=12"]
     train(r, ALL_RANKS, deck, "slow_whole", *slow)
     _, slow_whole = summaries(r, "slow_whole")
     pckpt = os.path.join(r.workdir, "pckpt")
     job = launch(r, ALL_RANKS, deck, "preempted", *slow, "--checkpoint.dir=" + pckpt, popen=True)
+    out_dir = os.path.join(r.workdir, "preempted")
     deadline = time.time() + 120
-    while time.time() < deadline and not all(
-            os.path.isdir(os.path.join(r.workdir, "preempted", n)) and
-            os.path.exists(os.path.join(r.workdir, "preempted", n, "metrics.jsonl")) for n in MODELS):
+    while time.time() < deadline and not (
+            os.path.exists(os.path.join(out_dir, "dlrm_b", "summary.json")) and
+            all(os.path.exists(os.path.join(out_dir, n, "metrics.jsonl")) for n in ("dlrm_a", "din_c"))):
         assert job.poll() is None, "the job ended before it was signalled:\n" + job.stdout.read()
-        time.sleep(0.1)
-    time.sleep(0.3)
+        time.sleep(0.05)
     os.killpg(job.pid, signal.SIGUSR1)
     out, _ = job.communicate(timeout=300)
     assert job.returncode == PREEMPTED, f"exit {job.returncode}, expected {PREEMPTED}:\n{out}"
-    train(r, ALL_RANKS, deck, "continued", *slow, "--checkpoint.dir=" + pckpt, "--resume=latest")
-    _, continued = summaries(r, "continued")
-    steps = {n: continued[n]["checkpoints"]["resumed_from_step"] for n in MODELS}
+    # The same folder, as a requeued Slurm job would continue.
+    proc = train(r, ALL_RANKS, deck, "preempted", *slow, "--checkpoint.dir=" + pckpt, "--resume=latest")
+    assert "model dlrm_b finished in an earlier run of this job" in proc.stdout, proc.stdout
+    _, continued = summaries(r, "preempted")
+    steps = {n: continued[n]["checkpoints"]["resumed_from_step"] for n in ("dlrm_a", "din_c")}
     assert all(0 < s < 120 for s in steps.values()), steps
     same_numbers(continued, slow_whole, "preempted and resumed vs whole", resumed)
-    print(f"resume at 40 exact; preempted at steps {steps}, resumed exact")
+    print(f"resume at 40 exact; preempted at steps {steps} (dlrm_b done before), resumed exact")
 
 
 def expect_refused(r, name, ranks, deck, *options, contains):
