@@ -51,6 +51,10 @@ cmake --build "$BUILD_DIR" -j "$(nproc)" --target bench_cache_simulator bench_ga
 echo
 /usr/bin/python3 bench/tiered/bench_scheme_b.py --build "$BUILD_DIR" | tee "$OUT/scheme_b.txt"
 
+# Several models in one job against separate jobs (issue 14): producer CPU, wall time, memory.
+echo
+/usr/bin/python3 bench/multi_model/bench_co_training.py --build "$BUILD_DIR" | tee "$OUT/co_training.txt"
+
 # Checkpoints (pause, bytes, GB/s against the disk) and text vs HDF5 reading.
 echo
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target strata bench_read_speed
@@ -62,4 +66,4 @@ echo
 
 # Every benchmark's ratios together, last.
 echo
-grep -h '^ratio' "$OUT/dlrm.txt" "$OUT/tiered.txt" "$OUT/scheme_b.txt" "$OUT/checkpoint.txt" "$OUT/tune.txt"
+grep -h '^ratio' "$OUT/dlrm.txt" "$OUT/tiered.txt" "$OUT/scheme_b.txt" "$OUT/co_training.txt" "$OUT/checkpoint.txt" "$OUT/tune.txt"
