@@ -83,6 +83,12 @@ void reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op o
   wait_for(request, "a reduce", comm, {});
 }
 
+void barrier(MPI_Comm comm) {
+  MPI_Request request;
+  check_mpi(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
+  wait_for(request, "a barrier", comm, {});
+}
+
 std::vector<char> gather_bytes(const void* send, int bytes, int root, MPI_Comm comm) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(comm, &rank);

@@ -18,6 +18,9 @@ using Service = std::function<void()>;
 // Waits for `request`, sleeping between tests; returns seconds waited.
 double wait(MPI_Request& request, const Service& service = {});
 
+// Returns once every rank of comm has called it.
+void barrier(MPI_Comm comm);
+
 // In place: data (count of type) <- op over every rank of comm.
 void allreduce(void* data, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, const Service& service = {});
 

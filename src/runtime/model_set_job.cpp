@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -50,7 +51,7 @@ bool finished_earlier(const NamedModel& model) {
 // The exit code every rank returns: the first failure's, else a preemption's, else 0.
 int job_exit_code(int mine, MPI_Comm world) {
   int codes[2] = {mine != kExitOk && mine != kExitPreempted ? mine : 0, mine == kExitPreempted ? 1 : 0};
-  comm::check_mpi(MPI_Allreduce(MPI_IN_PLACE, codes, 2, MPI_INT, MPI_MAX, world), "MPI_Allreduce");
+  comm::allreduce(codes, 2, MPI_INT, MPI_MAX, world);
   return codes[0] != 0 ? codes[0] : codes[1] != 0 ? kExitPreempted : kExitOk;
 }
 
@@ -130,25 +131,19 @@ int run_model_set_job(const ModelSet& set, MPI_Comm world) {
   }
   MPI_Comm_free(&job);
 
-  // A model that ends first waits for the others politely (backing off, not
-  // spinning in a blocking collective on cores the others train on).
-  MPI_Request all_done = MPI_REQUEST_NULL;
-  comm::check_mpi(MPI_Ibarrier(world, &all_done), "MPI_Ibarrier");
-  comm::wait(all_done);
-  // Each model's summary (its job rank 0 holds it) to world rank 0.
+  // Each model's summary (its job rank 0 holds it) to world rank 0; a model that
+  // ends first waits for the others politely (backing off, not spinning in a
+  // blocking collective on cores the others train on).
   const std::string text = job_rank == 0 && !result.summary.is_null() ? result.summary.dump() : std::string();
-  int length = static_cast<int>(text.size());
+  const int length = static_cast<int>(text.size());
+  const std::vector<char> lengths_bytes = comm::gather_bytes(&length, sizeof(int), 0, world);
+  const std::vector<char> all_bytes = comm::gather_bytes(text.data(), length, 0, world);
+  const std::string all(all_bytes.begin(), all_bytes.end());
   std::vector<int> lengths(rank == 0 ? size : 0), offsets(rank == 0 ? size : 0);
-  comm::check_mpi(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, world), "MPI_Gather");
-  std::string all;
   if (rank == 0) {
-    int total = 0;
-    for (int r = 0; r < size; ++r) offsets[r] = total, total += lengths[r];
-    all.resize(total);
+    std::memcpy(lengths.data(), lengths_bytes.data(), lengths_bytes.size());
+    for (int r = 0, at = 0; r < size; ++r) offsets[r] = at, at += lengths[r];
   }
-  comm::check_mpi(MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0,
-                              world),
-                  "MPI_Gatherv");
   const int code = job_exit_code(result.exit_code, world);
   if (rank == 0) {
     nlohmann::json summary = {{"models", nlohmann::json::object()}, {"order", set.names}, {"exit_code", code}};

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "backend/device.hpp"
+#include "comm/collectives.hpp"
 #include "comm/link_model.hpp"
 #include "comm/mpi_channel.hpp"
 #include "common/error.hpp"
@@ -334,6 +336,9 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
     }
   }
 
+  // Rank 0 may have computed the teacher's metric for a while: the others wait
+  // politely, not spinning in the role set-up's collectives on its cores.
+  comm::barrier(world);
   RankReport mine;
   mine.role = static_cast<int32_t>(context.role);
   mine.index = context.index;
@@ -396,10 +401,10 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
   mine.peak_rss_mib = process_peak_rss_mib();
   // A producer has no end-of-run dump: its training peak is its peak.
   if (context.role == Role::kProducer) mine.training_rss_mib = mine.peak_rss_mib;
-  std::vector<RankReport> reports(context.world_rank == 0 ? context.layout.world_size() : 0);
-  comm::check_mpi(MPI_Gather(&mine, sizeof(RankReport), MPI_BYTE, reports.data(), sizeof(RankReport), MPI_BYTE, 0,
-                             world),
-                  "MPI_Gather");
+  // Gathered politely: the ranks done first wait for trainer 0's final dump.
+  const std::vector<char> gathered = comm::gather_bytes(&mine, sizeof(RankReport), 0, world);
+  std::vector<RankReport> reports(gathered.size() / sizeof(RankReport));
+  if (!gathered.empty()) std::memcpy(reports.data(), gathered.data(), gathered.size());
   if (context.world_rank == 0) {
     nlohmann::json summary = build_summary(options, trainer_report, reports, teacher_auc);
     if (teacher_hit_rate >= 0) summary["teacher_hr_at_10"] = teacher_hit_rate;
@@ -427,7 +432,9 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
     spdlog::info("wrote {}/summary.json and metrics.jsonl", options.output.dir);
   }
   // Every rank exits with the same code (85 after a preemption checkpoint).
-  comm::check_mpi(MPI_Bcast(&result.exit_code, 1, MPI_INT, 0, world), "MPI_Bcast");
+  int exit_code = context.world_rank == 0 ? result.exit_code : 0;  // codes are >= 0: MAX is rank 0's
+  comm::allreduce(&exit_code, 1, MPI_INT, MPI_MAX, world);
+  result.exit_code = exit_code;
   MPI_Comm_free(&context.role_comm);
   return result;
 } catch (const StallError& e) {
