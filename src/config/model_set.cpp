@@ -106,6 +106,11 @@ DeckModels read_deck_models(const std::string& path) {
       }
       found.names = split_names(value);
       names_line = number;
+      if (found.names.empty()) {
+        throw Error("models.names" + where + " lists no model",
+                    "write names = a,b,... (one [model.NAME] section each, or none for the deck's own model), or "
+                    "remove the [models] section");
+      }
     } else if (section.rfind("model.", 0) == 0) {
       const std::string name = section.substr(6);
       found.sections[name].entries.push_back({model_key(key, where), value, number});

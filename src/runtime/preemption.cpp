@@ -83,8 +83,10 @@ void start_stall_watchdog(const RunOptions& options, const RankContext& context)
   comm::StallWatchdogOptions watch;
   watch.timeout_s = options.runtime.stall_timeout_s;
   watch.comm = context.job;
-  watch.self = rank_name(context.layout, context.world_rank);
-  watch.name_rank = [layout = context.layout](int world_rank) { return rank_name(layout, world_rank); };
+  // A co-trained model's ranks are numbered within its own job: name the model too.
+  const std::string model = options.model_name.empty() ? std::string() : "model " + options.model_name + "'s ";
+  watch.self = model + rank_name(context.layout, context.world_rank);
+  watch.name_rank = [layout = context.layout, model](int world_rank) { return model + rank_name(layout, world_rank); };
   watch.fix =
       "the rank the others wait for is stopped (SIGSTOP), hung (a file system read, a dead GPU) or dead; each "
       "rank's line names what it waited for. If a step or a phase of this job can take that long, raise "

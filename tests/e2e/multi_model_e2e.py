@@ -233,6 +233,8 @@ def case_bad_decks(r):
                    contains=["[model.din_c]", "does not list"])
     bad = DECK.replace("names = dlrm_a, dlrm_b, din_c", "names = dlrm_a, dlrm_a, dlrm_b, din_c")
     expect_refused(r, "twice", ALL_RANKS, write_deck(r, "twice.ini", bad), contains=["listed twice"])
+    bad = DECK.replace("names = dlrm_a, dlrm_b, din_c", "names = ")
+    expect_refused(r, "no_names", ALL_RANKS, write_deck(r, "empty.ini", bad), contains=["lists no model", "line 3"])
     bad = DECK.replace("kind = din\n", "kind = dinn\n")
     expect_refused(r, "bad_kind", ALL_RANKS, write_deck(r, "kind.ini", bad), contains=["model 'din_c'", "dinn"])
     # A model that cannot read the data stops the job before any model starts.
