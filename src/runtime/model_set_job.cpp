@@ -11,6 +11,7 @@
 #include "comm/collectives.hpp"
 #include "comm/mpi_channel.hpp"
 #include "common/error.hpp"
+#include "common/stall_error.hpp"
 #include "common/exit_codes.hpp"
 #include "io/metrics_writer.hpp"
 #include "runtime/output_dir.hpp"
@@ -127,7 +128,16 @@ int run_model_set_job(const ModelSet& set, MPI_Comm world) {
       result.summary = nlohmann::json::parse(file);
     }
   } else {
-    result = run_train_job_with_result(model.options, job);
+    // An error names its model (the ranks of each model's job are numbered from 0).
+    try {
+      result = run_train_job_with_result(model.options, job);
+    } catch (const StallError&) {
+      throw;  // already reported by the stall path
+    } catch (const InputError& e) {
+      throw InputError("model '" + model.name + "': " + e.what_failed(), e.how_to_fix());
+    } catch (const Error& e) {
+      throw Error("model '" + model.name + "': " + e.what_failed(), e.how_to_fix());
+    }
   }
   MPI_Comm_free(&job);
 

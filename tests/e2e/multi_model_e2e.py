@@ -240,6 +240,12 @@ def case_bad_decks(r):
     # A model that cannot read the data stops the job before any model starts.
     bad = DECK.replace("kind = din\n", "kind = din\nbottom_mlp = 32,5\n")
     expect_refused(r, "bad_model", ALL_RANKS, write_deck(r, "model.ini", bad), contains=["model 'din_c'"])
+    # One model failing mid-run ends the whole job, its error naming the model.
+    proc = launch(r, ALL_RANKS, deck, "nan", "--model.dlrm_b.optim.dense_lr=1e30", "--model.dlrm_b.optim.sparse_lr=1e30")
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0, text
+    assert "model 'dlrm_b': the training loss became NaN" in text, text
+    print("nan: the job ended, naming model dlrm_b")
     # A used output.dir is refused for the job as for one model.
     train(r, ALL_RANKS, deck, "used")
     expect_refused(r, "used", ALL_RANKS, deck, contains=["already holds the outputs", "--output.overwrite"])
