@@ -689,6 +689,12 @@ std::string deck_help() {
   RunOptions defaults;
   std::ostringstream out;
   out << make_description(defaults);
+  out << "\nseveral models in one job (docs/MULTI_MODEL.md):\n"
+         "  [models] names = a,b,...      the models, in the order of their ranks\n"
+         "  [model.NAME] KEY = VALUE      that model's model.* keys (bare) and optim.*, train.*, layout.*,\n"
+         "                                store.* keys (dotted), replacing the shared ones for it\n"
+         "  --model.NAME.KEY=VALUE        one model's key on the command line\n"
+         "  --models.only=NAME            train one of the deck's models alone\n";
   return out.str();
 }
 
