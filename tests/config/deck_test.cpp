@@ -6,23 +6,15 @@
 
 #include "common/error.hpp"
 #include "config/deck.hpp"
+#include "deck_test_util.hpp"
 
 namespace strata {
 namespace {
 
-std::string write_deck(const std::string& name, const std::string& text) {
-  std::string path = testing::TempDir() + name;
-  std::ofstream(path) << text;
-  return path;
-}
+using testing_util::write_deck;
 
 std::string error_of(const std::vector<std::string>& args) {
-  try {
-    parse_run_options(args);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return testing_util::error_message([&] { parse_run_options(args); });
 }
 
 TEST(Deck, DefaultsWithoutDeck) {

@@ -3,10 +3,8 @@
 // and mistakes name the key, the line or the model.
 #include <gtest/gtest.h>
 
-#include <fstream>
-
-#include "common/error.hpp"
 #include "config/model_set.hpp"
+#include "deck_test_util.hpp"
 
 namespace strata {
 namespace {
@@ -27,19 +25,10 @@ const char* kDeck =
     "kind = din\n"                 // 13
     "layout.trainers = 2\n";       // 14
 
-std::string write_deck(const std::string& name, const std::string& text) {
-  const std::string path = testing::TempDir() + name;
-  std::ofstream(path) << text;
-  return path;
-}
+using testing_util::write_deck;
 
 std::string error_of(const std::vector<std::string>& args) {
-  try {
-    parse_model_set(args);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return testing_util::error_message([&] { parse_model_set(args); });
 }
 
 TEST(ModelSet, SectionsReplaceTheSharedKeysPerModel) {
