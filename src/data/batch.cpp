@@ -12,11 +12,12 @@
 
 namespace strata::data {
 
-void Batch::reset(int32_t num_dense_features, int32_t num_tables) {
+void Batch::reset(int32_t num_dense_features, int32_t num_tables, int32_t tasks) {
   // Clears in place so that a batch reused step after step keeps its capacity.
   first_sample = -1;
   size = 0;
   num_dense = num_dense_features;
+  num_tasks = tasks;
   labels.clear();
   dense.clear();
   tables.resize(static_cast<size_t>(num_tables));
@@ -129,11 +130,11 @@ void deduplicate_table(SparseBags& bags) {
 // Native byte order (producers and trainers run the same binary on one cluster),
 // written with comm::ByteWriter (arrays: u64 count, padding to their alignment, values):
 //   u32 magic, u32 version, i64 first_sample, i32 size, i32 num_dense, i32 num_tables,
-//   f32 labels[size], f32 dense[size * num_dense],
+//   i32 num_tasks, i32 reserved (0), f32 labels[size * num_tasks], f32 dense[size * num_dense],
 //   per table: i32 keys_of, i32 offsets[size + 1], u64 unique_keys[U], i32 index[offsets[size]]
 //   (a tied table, keys_of >= 0, has U = 0 and indexes table keys_of's unique keys).
 constexpr uint32_t kWireMagic = 0x42525453;  // "STRB"
-constexpr uint32_t kWireVersion = 3;
+constexpr uint32_t kWireVersion = 4;
 
 Error malformed_batch(const std::string& why) {
   return Error("malformed batch buffer: " + why,
@@ -222,12 +223,13 @@ void deduplicate(Batch& batch, const std::vector<int32_t>& keys_of) {
 
 void serialize(const Batch& batch, std::vector<char>& out) {
   const size_t b = static_cast<size_t>(batch.size);
-  if (batch.size < 0 || batch.num_dense < 0 || batch.labels.size() != b ||
+  if (batch.size < 0 || batch.num_dense < 0 || batch.num_tasks < 1 ||
+      batch.labels.size() != b * static_cast<size_t>(batch.num_tasks) ||
       batch.dense.size() != b * static_cast<size_t>(batch.num_dense)) {
     throw Error("serialize: batch labels/dense do not match size " + std::to_string(batch.size),
-                "fill one label and num_dense values per sample");
+                "fill num_tasks labels and num_dense values per sample");
   }
-  size_t bytes = 64 + b * sizeof(float) * (1 + static_cast<size_t>(batch.num_dense));
+  size_t bytes = 72 + b * sizeof(float) * (size_t(batch.num_tasks) + static_cast<size_t>(batch.num_dense));
   for (const SparseBags& bags : batch.tables) {
     bytes += (b + 1) * 4 + 40 + bags.unique_keys.size() * 8 + bags.index.size() * 4;
   }
@@ -239,6 +241,8 @@ void serialize(const Batch& batch, std::vector<char>& out) {
   writer.put(batch.size);
   writer.put(batch.num_dense);
   writer.put(static_cast<int32_t>(batch.tables.size()));
+  writer.put(batch.num_tasks);
+  writer.put(int32_t{0});
   writer.put_vector(batch.labels);
   writer.put_vector(batch.dense);
   for (size_t t = 0; t < batch.tables.size(); ++t) {
@@ -291,12 +295,14 @@ void deserialize(const char* bytes, size_t size, Batch& batch) {
   batch.size = header(int32_t{});
   batch.num_dense = header(int32_t{});
   const int32_t num_tables = header(int32_t{});
-  if (batch.size < 0 || batch.num_dense < 0 || num_tables < 0) {
-    throw malformed_batch("negative size, num_dense or num_tables");
+  batch.num_tasks = header(int32_t{});
+  header(int32_t{});  // reserved
+  if (batch.size < 0 || batch.num_dense < 0 || num_tables < 0 || batch.num_tasks < 1 || batch.num_tasks > 1024) {
+    throw malformed_batch("negative size, num_dense or num_tables, or num_tasks outside [1, 1024]");
   }
   const uint64_t b = static_cast<uint64_t>(batch.size);
-  if (b > in.remaining() / sizeof(float)) throw malformed_batch("truncated in labels");
-  take(in, batch.labels, b, "labels");
+  if (b > in.remaining() / sizeof(float) / uint64_t(batch.num_tasks)) throw malformed_batch("truncated in labels");
+  take(in, batch.labels, b * uint64_t(batch.num_tasks), "labels");
   take(in, batch.dense, b * static_cast<uint64_t>(batch.num_dense), "dense");
   // Each table needs at least its offsets: reject absurd table counts before
   // allocating for them.

@@ -24,11 +24,12 @@ struct Batch {
   int64_t first_sample = 0;          // global index of the first sample (synthetic) or -1
   int32_t size = 0;                  // B, samples in this batch
   int32_t num_dense = 0;
-  std::vector<float> labels;         // (B) 0 or 1
+  int32_t num_tasks = 1;             // labels per sample (multi-task data: one per task)
+  std::vector<float> labels;         // (B, num_tasks) sample-major, 0 or 1
   std::vector<float> dense;          // (B, num_dense) log(1 + max(x, 0))
   std::vector<SparseBags> tables;    // (num_tables)
 
-  void reset(int32_t num_dense_features, int32_t num_tables);
+  void reset(int32_t num_dense_features, int32_t num_tables, int32_t tasks = 1);
 };
 
 // Sorts and de-duplicates every table's keys: fills unique_keys and index, clears keys.

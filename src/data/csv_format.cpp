@@ -126,8 +126,9 @@ CsvSchema parse_csv_schema(const DataOptions& options) {
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);
   }
-  if (labels != 1)
-    throw spec_error(options, labels == 0 ? "no 'label' column" : "more than one 'label' column");
+  if (labels == 0) throw spec_error(options, "no 'label' column");
+  if (labels > 16) throw spec_error(options, std::to_string(labels) + " 'label' columns: at most 16 tasks");
+  schema.num_tasks = labels;
   if (candidates != schema.num_sequences) {
     throw spec_error(options, std::to_string(schema.num_sequences) + " seq columns but " +
                                   std::to_string(candidates) + " cand columns: each seq:SEP needs its cand");

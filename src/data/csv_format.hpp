@@ -32,6 +32,7 @@ struct CsvSchema {
   std::vector<CsvColumn> columns;  // in file order
   int num_dense = 0;
   int num_tables = 0;
+  int num_tasks = 0;              // label columns: one per task, in file order
   int num_sequences = 0;          // seq:SEP columns (each with one cand column)
   std::vector<int> sequence_tables;  // (num_sequences) table of each
   int64_t max_history = 0;        // data.max_seq_len: most recent history ids kept (0 = all)
@@ -39,7 +40,7 @@ struct CsvSchema {
 
 // The grammar of data.csv_columns, for error messages.
 inline constexpr const char* kCsvColumnsGrammar =
-    "a comma list of column groups in file order: label (exactly once), dense:N, cat:N, "
+    "a comma list of column groups in file order: label (once, or once per task for model.kind = mmoe | ple), dense:N, cat:N, "
     "multi:N:SEP (SEP one character, not ','), seq:SEP (an ordered id list; the i-th cand column is "
     "the candidate of the i-th seq), cand, skip:N; e.g. data.csv_columns=label,dense:13,cat:26";
 
@@ -51,6 +52,7 @@ class CsvParser final : public LineParser {
   explicit CsvParser(CsvSchema schema);
   int num_dense() const override { return schema_.num_dense; }
   int num_tables() const override { return schema_.num_tables; }
+  int num_tasks() const override { return schema_.num_tasks; }
   // Every declared column must be present: a line with fewer fields is malformed.
   bool parse(std::string_view line, Batch& batch, LineError& error) override;
 

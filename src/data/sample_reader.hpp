@@ -48,5 +48,7 @@ std::unique_ptr<SampleReader> open_text_reader(const DataOptions& options, const
 // (dense:N summed, cat:N and multi:N:SEP summed); synthetic: data.num_dense / num_tables.
 int text_num_dense(const DataOptions& options);
 int text_num_tables(const DataOptions& options);
+// Labels per sample: csv one per label column, synthetic data.synthetic_tasks, criteo 1.
+int text_num_tasks(const DataOptions& options);
 
 }  // namespace strata::data

@@ -14,6 +14,14 @@
 // rows slowly. The bias is calibrated once so that the click rate is kClickRate.
 // Defaults (26 tables, vocab 1e5, Zipf 1.05): teacher AUC ~0.83, click rate ~0.30.
 //
+// Multi-task data (data.synthetic_tasks = K > 1): task 0 is the label above,
+// unchanged. Task k > 0 has a teacher of its own (its own w, e and dense weights,
+// the same form) and mixes it with task 0's:
+//   logit_k = bias_k + kTaskShared * (logit_0 - bias_0) + kTaskOwn * own_k
+// so tasks are correlated (0.6) but each has structure of its own, as CTR and
+// conversion are: what MMoE and PLE's per-task gates over shared experts exploit.
+// bias_k is calibrated to kTaskClickRate. Each task draws its label with its own hash.
+//
 // History table (data.synthetic_history_length = L > 0), after the others: items
 // fall into kInterestClusters clusters (item v in cluster v % K, Zipf-popular within
 // it). A sample's user has one interest cluster; each of its 1..L history items
@@ -67,6 +75,10 @@ constexpr uint64_t kInterestClusters = 64;
 constexpr double kOnInterest = 0.8;
 constexpr double kHistoryStrength = 3.0;
 constexpr double kHistoryCentre = 0.4;
+constexpr double kTaskShared = 0.6;      // weight of task 0's logit in task k's
+constexpr double kTaskOwn = 0.8;         // weight of task k's own teacher
+constexpr double kTaskClickRate = 0.15;  // target mean label of tasks k > 0
+constexpr int kMaxTasks = 16;
 constexpr uint64_t kHistorySalt = 0x484953544f525900ULL;  // "HISTORY"
 
 // Uniform in [-sqrt(3), sqrt(3)): unit variance.
@@ -145,6 +157,11 @@ struct SyntheticDataset::Impl {
   uint64_t seed = 0;
   double teacher_scale = 1.0;
   double bias = 0.0;
+  int tasks = 1;
+  // Tasks k > 0, index k - 1: their teachers' seeds per table, dense weights, bias.
+  std::vector<std::vector<uint64_t>> task_seed;
+  std::vector<std::vector<double>> task_dense_weight;
+  std::vector<double> task_bias;
   double pair_weight = 0.0;
   int total_hotness = 0;
   int history_length = 0;          // longest history; 0 = no history table
@@ -171,6 +188,8 @@ struct SyntheticDataset::Impl {
     std::vector<uint64_t> values;  // (count * hotness) value ranks of one table
     std::vector<double> pair;      // (count, kTeacherDim) sum of teacher embeddings
     std::vector<double> self;      // (count) sum of their squared norms
+    std::vector<double> task_pair; // (count, tasks - 1, kTeacherDim) the same for tasks k > 0
+    std::vector<double> task_self; // (count, tasks - 1)
   };
 
   uint64_t stream_seed(Stream stream) const { return mix64(seed ^ kStreamSalt, uint64_t(stream)); }
@@ -219,18 +238,39 @@ struct SyntheticDataset::Impl {
   static bool draw_label(uint64_t base, double probability) {
     return to_unit_double(mix64(base ^ kLabelSalt)) < probability;
   }
+  static bool draw_task_label(uint64_t base, int task, double probability) {
+    return task == 0 ? draw_label(base, probability)
+                     : to_unit_double(mix64(base ^ kLabelSalt, uint64_t(task))) < probability;
+  }
+
+  // The teacher's first-order and pair contributions of one key value (rank v) to
+  // the sums w and e, from the hash of a teacher seed and v.
+  static void add_value(uint64_t tseed, uint64_t v, double g, double& w, double* e) {
+    // One hash per value: 16 bits for w, 12 bits for each e component,
+    // all uniform in [-1, 1) -- plenty of resolution for teacher weights.
+    const uint64_t bits = mix64(tseed + v);
+    w += g * (double(bits & 0xffff) * (2.0 / 65536.0) - 1.0);
+    for (int c = 0; c < kTeacherDim; ++c) {
+      e[c] += g * (double((bits >> (16 + 12 * c)) & 0xfff) * (2.0 / 4096.0) - 1.0);
+    }
+  }
 
   // Samples [first, first + count) of a stream: dense rows (count, num_dense) at
   // `dense`, table t's keys (count * hotness[t], bag order) at keys[t] (may be null),
-  // and the teacher's logits (count) without the bias. Table-major, so that every
-  // inner loop runs over independent samples with its table's constants at hand.
+  // and the teacher's logits (count) without the bias; task_logits (count, tasks - 1),
+  // when not null, those of tasks k > 0 (without their bias). Table-major, so that
+  // every inner loop runs over independent samples with its table's constants at hand.
   void fill(uint64_t stream, int64_t first, int32_t count, float* dense, uint64_t* const* keys,
-            double* logits) const {
+            double* logits, double* task_logits = nullptr) const {
     thread_local Scratch scratch;
     const size_t n = size_t(count);
+    const size_t extra = task_logits != nullptr ? size_t(tasks - 1) : 0;
     scratch.base.resize(n);
     scratch.pair.assign(n * kTeacherDim, 0.0);
     scratch.self.assign(n, 0.0);
+    scratch.task_pair.assign(n * extra * kTeacherDim, 0.0);
+    scratch.task_self.assign(n * extra, 0.0);
+    if (extra > 0) std::fill(task_logits, task_logits + n * extra, 0.0);
     for (size_t i = 0; i < n; ++i) scratch.base[i] = sample_base(stream, first + int64_t(i));
 
     for (size_t i = 0; i < n; ++i) {
@@ -245,6 +285,9 @@ struct SyntheticDataset::Impl {
         const size_t q = size_t(bits >> (kDenseQuantileBits * lane)) & (kDenseQuantiles - 1);
         row[j] = dense_quantiles[size_t(j) * kDenseQuantiles + q];
         logit += dense_weight[size_t(j)] * (double(row[j]) - dense_center[size_t(j)]);
+        for (size_t k = 0; k < extra; ++k) {
+          task_logits[i * extra + k] += task_dense_weight[k][size_t(j)] * (double(row[j]) - dense_center[size_t(j)]);
+        }
       }
       logits[i] = logit;
     }
@@ -279,13 +322,26 @@ struct SyntheticDataset::Impl {
           const uint64_t v = values[i * h + k];
           const double g =
               v < kRankShrinkCached ? rank_shrink[v] : 1.0 / std::sqrt(1.0 + double(v) / kRankScale);
-          // One hash per value: 16 bits for w, 12 bits for each e component,
-          // all uniform in [-1, 1) -- plenty of resolution for teacher weights.
-          const uint64_t bits = mix64(tseed + v);
-          w += g * (double(bits & 0xffff) * (2.0 / 65536.0) - 1.0);
-          for (int c = 0; c < kTeacherDim; ++c) {
-            e[c] += g * (double((bits >> (16 + 12 * c)) & 0xfff) * (2.0 / 4096.0) - 1.0);
+          add_value(tseed, v, g, w, e);
+        }
+        for (size_t task = 0; task < extra; ++task) {
+          double tw = 0.0;
+          double te[kTeacherDim] = {0, 0, 0, 0};
+          for (size_t k = 0; k < h; ++k) {
+            const uint64_t v = values[i * h + k];
+            const double g =
+                v < kRankShrinkCached ? rank_shrink[v] : 1.0 / std::sqrt(1.0 + double(v) / kRankScale);
+            add_value(task_seed[task][size_t(t)], v, g, tw, te);
           }
+          task_logits[i * extra + task] += fo * tw;
+          double* pair = scratch.task_pair.data() + (i * extra + task) * kTeacherDim;
+          double self = 0.0;
+          for (int c = 0; c < kTeacherDim; ++c) {
+            const double ec = te[c] * ps;
+            pair[c] += ec;
+            self += ec * ec;
+          }
+          scratch.task_self[i * extra + task] += self;
         }
         logits[i] += fo * w;
         double* pair = scratch.pair.data() + i * kTeacherDim;
@@ -311,6 +367,32 @@ struct SyntheticDataset::Impl {
       for (int c = 0; c < kTeacherDim; ++c) all += pair[c] * pair[c];
       // sum over pairs t < t' of <e_t, e_t'> = (|sum e|^2 - sum |e|^2) / 2
       logits[i] = teacher_scale * (logits[i] + pair_weight * 0.5 * (all - scratch.self[i]));
+      for (size_t task = 0; task < extra; ++task) {
+        const double* tp = scratch.task_pair.data() + (i * extra + task) * kTeacherDim;
+        double tall = 0.0;
+        for (int c = 0; c < kTeacherDim; ++c) tall += tp[c] * tp[c];
+        double& own = task_logits[i * extra + task];
+        own = teacher_scale * (own + pair_weight * 0.5 * (tall - scratch.task_self[i * extra + task]));
+        own = kTaskShared * logits[i] + kTaskOwn * own;
+      }
+    }
+  }
+
+  // Teacher logits of task `task` (with its bias) of samples [first, first + count).
+  void task_logits_of(uint64_t stream, int64_t first, int64_t count, int task, std::vector<double>& out) const {
+    constexpr int32_t kChunk = 1024;
+    out.resize(size_t(count));
+    const size_t extra = size_t(tasks - 1);
+    std::vector<float> dense(size_t(kChunk) * size_t(std::max(num_dense, 1)));
+    std::vector<double> logits(static_cast<size_t>(kChunk));
+    std::vector<double> others(static_cast<size_t>(kChunk) * std::max<size_t>(extra, 1));
+    for (int64_t at = 0; at < count; at += kChunk) {
+      const int32_t n = int32_t(std::min<int64_t>(kChunk, count - at));
+      fill(stream, first + at, n, dense.data(), nullptr, logits.data(), task > 0 ? others.data() : nullptr);
+      for (int32_t i = 0; i < n; ++i) {
+        out[size_t(at + i)] = task == 0 ? bias + logits[size_t(i)]
+                                        : task_bias[size_t(task - 1)] + others[size_t(i) * extra + size_t(task - 1)];
+      }
     }
   }
 
@@ -351,6 +433,20 @@ struct SyntheticDataset::Impl {
       (mean < kClickRate ? lo : hi) = mid;
     }
     bias = 0.5 * (lo + hi);
+    for (int task = 1; task < tasks; ++task) {
+      task_bias[size_t(task - 1)] = 0.0;
+      std::vector<double> own;
+      task_logits_of(stream, 0, kCalibrationSamples, task, own);
+      double tlo = -30.0, thi = 30.0;
+      for (int iter = 0; iter < 60; ++iter) {
+        const double mid = 0.5 * (tlo + thi);
+        double mean = 0.0;
+        for (double l : own) mean += sigmoid(mid + l);
+        mean /= double(kCalibrationSamples);
+        (mean < kTaskClickRate ? tlo : thi) = mid;
+      }
+      task_bias[size_t(task - 1)] = 0.5 * (tlo + thi);
+    }
   }
 };
 
@@ -372,6 +468,16 @@ SyntheticDataset::SyntheticDataset(const DataOptions& options) {
   m.eval_samples = options.synthetic_eval_samples;
   m.seed = options.data_seed;
   m.teacher_scale = options.teacher_scale;
+  if (options.synthetic_tasks < 1 || options.synthetic_tasks > kMaxTasks) {
+    throw Error("data.synthetic_tasks = " + std::to_string(options.synthetic_tasks) + " is outside [1, " +
+                    std::to_string(kMaxTasks) + "]",
+                "give the labels per sample: 1 (click) or up to " + std::to_string(kMaxTasks) +
+                    " tasks for model.kind = mmoe | ple");
+  }
+  m.tasks = options.synthetic_tasks;
+  m.task_seed.assign(size_t(m.tasks - 1), {});
+  m.task_dense_weight.assign(size_t(m.tasks - 1), {});
+  m.task_bias.assign(size_t(m.tasks - 1), 0.0);
   if (options.synthetic_history_length < 0 || options.synthetic_history_length > (1 << 16)) {
     throw Error("data.synthetic_history_length = " + std::to_string(options.synthetic_history_length) +
                     " is outside [0, 65536]",
@@ -417,6 +523,9 @@ SyntheticDataset::SyntheticDataset(const DataOptions& options) {
     m.total_hotness += m.hotness.back();
     const uint64_t ts = mix64(m.seed ^ kTeacherSalt, uint64_t(t));
     m.teacher_seed.push_back(ts);
+    for (int k = 1; k < m.tasks; ++k) {
+      m.task_seed[size_t(k - 1)].push_back(mix64(m.seed ^ kTeacherSalt, (uint64_t(k) << 32) + uint64_t(t)));
+    }
     // Tables differ in how much they matter, as Criteo's do.
     const double strength = 0.5 + to_unit_double(mix64(ts, 1));
     // w and e components are uniform in [-1, 1): variance 1/3.
@@ -442,6 +551,9 @@ SyntheticDataset::SyntheticDataset(const DataOptions& options) {
           dense_transform(std::floor(std::exp(mu + sigma * z[q])));
     }
     m.dense_weight.push_back(weight_scale * unit_uniform(mix64(s, 3)));
+    for (int k = 1; k < m.tasks; ++k) {
+      m.task_dense_weight[size_t(k - 1)].push_back(weight_scale * unit_uniform(mix64(s, 3 + uint64_t(k))));
+    }
     m.dense_center.push_back(0.0);
   }
   m.calibrate();
@@ -450,6 +562,7 @@ SyntheticDataset::SyntheticDataset(const DataOptions& options) {
 
 int SyntheticDataset::num_dense() const { return impl_->num_dense; }
 int SyntheticDataset::num_tables() const { return impl_->tables_with_history(); }
+int SyntheticDataset::num_tasks() const { return impl_->tasks; }
 
 int64_t SyntheticDataset::size(Stream stream) const {
   return stream == Stream::kTrain ? impl_->train_samples : impl_->eval_samples;
@@ -470,19 +583,29 @@ void SyntheticDataset::generate(Stream stream, int64_t first, int32_t count, Bat
                       std::to_string(m.num_dense) + " and " + std::to_string(tables),
                   "reset the batch with the dataset's num_dense() and num_tables()");
     }
-    batch.reset(m.num_dense, tables);
+    batch.reset(m.num_dense, tables, m.tasks);
+  }
+  if (batch.num_tasks != m.tasks) {
+    if (batch.size != 0) {
+      throw Error("synthetic batch has " + std::to_string(batch.num_tasks) + " labels per sample, the dataset " +
+                      std::to_string(m.tasks),
+                  "reset the batch with the dataset's num_tasks()");
+    }
+    batch.num_tasks = m.tasks;
   }
   if (count == 0) return;
   if (batch.size == 0) batch.first_sample = first;
   const uint64_t seed = m.stream_seed(stream);
   const size_t b0 = size_t(batch.size);
   const size_t n = size_t(count);
-  batch.labels.resize(b0 + n);
+  const size_t K = size_t(m.tasks);
+  batch.labels.resize((b0 + n) * K);
   batch.dense.resize((b0 + n) * size_t(m.num_dense));
   thread_local std::vector<uint64_t*> keys;
-  thread_local std::vector<double> logits;
+  thread_local std::vector<double> logits, task_logits;
   keys.resize(size_t(tables));
   logits.resize(n);
+  task_logits.resize(n * (K - 1));
   for (int t = 0; t < m.num_tables; ++t) {
     SparseBags& bags = batch.tables[size_t(t)];
     const size_t at = size_t(bags.offsets.back());
@@ -504,31 +627,39 @@ void SyntheticDataset::generate(Stream stream, int64_t first, int32_t count, Bat
     bags.keys.resize(at);
     keys[size_t(m.num_tables)] = bags.keys.data() + start;
   }
-  m.fill(seed, first, count, batch.dense.data() + b0 * size_t(m.num_dense), keys.data(), logits.data());
+  m.fill(seed, first, count, batch.dense.data() + b0 * size_t(m.num_dense), keys.data(), logits.data(),
+         K > 1 ? task_logits.data() : nullptr);
   for (size_t i = 0; i < n; ++i) {
-    const double p = Impl::sigmoid(m.bias + logits[i]);
-    batch.labels[b0 + i] = Impl::draw_label(Impl::sample_base(seed, first + int64_t(i)), p) ? 1.0f : 0.0f;
+    const uint64_t base = Impl::sample_base(seed, first + int64_t(i));
+    float* labels = batch.labels.data() + (b0 + i) * K;
+    labels[0] = Impl::draw_label(base, Impl::sigmoid(m.bias + logits[i])) ? 1.0f : 0.0f;
+    for (size_t k = 1; k < K; ++k) {
+      const double p = Impl::sigmoid(m.task_bias[k - 1] + task_logits[i * (K - 1) + k - 1]);
+      labels[k] = Impl::draw_task_label(base, int(k), p) ? 1.0f : 0.0f;
+    }
   }
   batch.size += count;
 }
 
-double SyntheticDataset::teacher_probability(Stream stream, int64_t index) const {
+double SyntheticDataset::teacher_probability(Stream stream, int64_t index, int task) const {
   const Impl& m = *impl_;
+  if (task < 0 || task >= m.tasks) throw Error("teacher_probability: no task " + std::to_string(task));
   std::vector<double> logit;
-  m.logits_of(m.stream_seed(stream), index, 1, logit);
-  return Impl::sigmoid(m.bias + logit[0]);
+  m.task_logits_of(m.stream_seed(stream), index, 1, task, logit);
+  return Impl::sigmoid(logit[0]);
 }
 
-double SyntheticDataset::teacher_auc(int64_t max_samples) const {
+double SyntheticDataset::teacher_auc(int64_t max_samples, int task) const {
   const Impl& m = *impl_;
+  if (task < 0 || task >= m.tasks) throw Error("teacher_auc: no task " + std::to_string(task));
   const int64_t n = std::max<int64_t>(0, std::min(max_samples, m.eval_samples));
   const uint64_t seed = m.stream_seed(Stream::kEval);
   std::vector<double> probs;
-  m.logits_of(seed, 0, n, probs);
+  m.task_logits_of(seed, 0, n, task, probs);
   std::vector<uint8_t> labels(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    probs[size_t(i)] = Impl::sigmoid(m.bias + probs[size_t(i)]);
-    labels[size_t(i)] = Impl::draw_label(Impl::sample_base(seed, i), probs[size_t(i)]) ? 1 : 0;
+    probs[size_t(i)] = Impl::sigmoid(probs[size_t(i)]);
+    labels[size_t(i)] = Impl::draw_task_label(Impl::sample_base(seed, i), task, probs[size_t(i)]) ? 1 : 0;
   }
   return exact_auc(probs, labels);
 }

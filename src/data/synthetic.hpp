@@ -22,17 +22,19 @@ class SyntheticDataset {
 
   int num_dense() const;
   int num_tables() const;
+  int num_tasks() const;  // labels per sample (data.synthetic_tasks)
   int64_t size(Stream stream) const;
 
   // Appends samples [first, first + count) of `stream` to `batch` (already reset).
   // `epoch` is ignored: a CTR dataset is the same click log every epoch.
   void generate(Stream stream, int64_t first, int32_t count, Batch& batch, int64_t epoch = 0) const;
 
-  // The teacher's click probability for a sample (what labels are drawn from).
-  double teacher_probability(Stream stream, int64_t index) const;
-  // Exact AUC of the teacher's probabilities against the drawn labels of the
-  // first `max_samples` samples of the held-out stream.
-  double teacher_auc(int64_t max_samples) const;
+  // The teacher's probability of task `task`'s label for a sample (what labels are
+  // drawn from; task 0 is the click).
+  double teacher_probability(Stream stream, int64_t index, int task = 0) const;
+  // Exact AUC of the teacher's probabilities of task `task` against its drawn
+  // labels of the first `max_samples` samples of the held-out stream.
+  double teacher_auc(int64_t max_samples, int task = 0) const;
 
  private:
   struct Impl;

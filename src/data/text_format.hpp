@@ -26,7 +26,8 @@ class LineParser {
   virtual ~LineParser() = default;
   virtual int num_dense() const = 0;
   virtual int num_tables() const = 0;
-  // Appends the sample of `line` (no newline, no trailing CR) to `batch`: its label,
+  virtual int num_tasks() const { return 1; }  // labels per sample
+  // Appends the sample of `line` (no newline, no trailing CR) to `batch`: its labels,
   // num_dense() dense values, and its keys to each table's `keys`. The caller closes
   // the bags (offsets) on success and rolls back the appended values on failure.
   virtual bool parse(std::string_view line, Batch& batch, LineError& error) = 0;

@@ -57,6 +57,12 @@ int text_num_tables(const DataOptions& options) {
   throw Error("data.source = '" + options.source + "' is unknown", "use criteo, csv or synthetic");
 }
 
+int text_num_tasks(const DataOptions& options) {
+  if (options.source == "csv") return parse_csv_schema(options).num_tasks;
+  if (options.source == "synthetic") return options.synthetic_tasks;
+  return 1;
+}
+
 // ---- LineSource ----------------------------------------------------------------
 
 namespace {
@@ -253,14 +259,15 @@ class TextSampleReader final : public SampleReader {
   int32_t read(int32_t max_samples, Batch& batch) override {
     const int num_dense = parser_->num_dense();
     const int num_tables = parser_->num_tables();
-    if (batch.num_dense != num_dense || batch.tables.size() != size_t(num_tables)) {
+    const int num_tasks = parser_->num_tasks();
+    if (batch.num_dense != num_dense || batch.tables.size() != size_t(num_tables) || batch.num_tasks != num_tasks) {
       if (batch.size != 0) {
         throw Error("batch has " + std::to_string(batch.num_dense) + " dense and " +
                         std::to_string(batch.tables.size()) + " tables, '" + source_.path() + "' gives " +
                         std::to_string(num_dense) + " and " + std::to_string(num_tables),
                     "reset the batch with text_num_dense() and text_num_tables()");
       }
-      batch.reset(num_dense, num_tables);
+      batch.reset(num_dense, num_tables, num_tasks);
     }
     int32_t delivered = 0;
     LineError error;
@@ -315,7 +322,7 @@ class TextSampleReader final : public SampleReader {
   // Drops what a failed parse appended after the last complete sample.
   static void roll_back(Batch& batch) {
     const size_t b = size_t(batch.size);
-    batch.labels.resize(b);
+    batch.labels.resize(b * size_t(batch.num_tasks));
     batch.dense.resize(b * size_t(batch.num_dense));
     for (SparseBags& bags : batch.tables) bags.keys.resize(size_t(bags.offsets.back()));
   }

@@ -127,7 +127,7 @@ class TextBatchSource : public BatchSource {
   bool next(int /*trainer*/, data::Batch& batch) override {
     const bool train = phase_ == Phase::kTrain;
     const int32_t want = train ? batch_size_ : eval_batch_size_;
-    batch.reset(shape_.num_dense, shape_.num_tables);
+    batch.reset(shape_.num_dense, shape_.num_tables, shape_.num_tasks);
     batch.first_sample = -1;
     int32_t got = 0;
     if (train && finishing_old_shards_) {
@@ -202,7 +202,7 @@ class TextBatchSource : public BatchSource {
 DataShape data_shape(const DataOptions& options) {
   if (options.source == "synthetic") {
     data::SyntheticDataset dataset(options);
-    return {dataset.num_dense(), dataset.num_tables()};
+    return {dataset.num_dense(), dataset.num_tables(), dataset.num_tasks()};
   }
   if (sequence_source(options)) {
     if (options.sequence_task == "next_item") return {0, data::kNextItemTables};
@@ -212,7 +212,7 @@ DataShape data_shape(const DataOptions& options) {
     const auto shape = data::read_hdf5_shape(options.train);
     return {shape.num_dense, shape.num_tables};
   }
-  return {data::text_num_dense(options), data::text_num_tables(options)};
+  return {data::text_num_dense(options), data::text_num_tables(options), data::text_num_tasks(options)};
 }
 
 std::unique_ptr<BatchSource> make_batch_source(const RunOptions& options, int producer, int producers,

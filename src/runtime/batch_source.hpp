@@ -38,6 +38,7 @@ struct EpochResume {
 struct DataShape {
   int num_dense = 0;
   int num_tables = 0;
+  int num_tasks = 1;  // labels per sample
 };
 DataShape data_shape(const DataOptions& options);
 

@@ -160,6 +160,21 @@ TEST(Batch, SerializeRoundTrip) {
   expect_same(no_tables, deserialize(wire.data(), wire.size()));
 }
 
+TEST(Batch, SerializeRoundTripKeepsEveryTasksLabels) {
+  Batch batch = random_batch(5, 2, 3, 9);
+  batch.num_tasks = 3;
+  batch.labels.clear();
+  for (int i = 0; i < 15; ++i) batch.labels.push_back(float(i % 2));
+  deduplicate(batch);
+  const std::vector<char> wire = serialize(batch);
+  const Batch back = deserialize(wire.data(), wire.size());
+  EXPECT_EQ(back.num_tasks, 3);
+  EXPECT_EQ(back.labels, batch.labels);
+  expect_same(batch, back);
+  batch.labels.pop_back();  // one label short of 5 x 3
+  EXPECT_THROW(serialize(batch), Error);
+}
+
 TEST(Batch, SerializeNeedsDeduplicatedBatch) {
   Batch batch = random_batch(20, 1, 2, 3);
   EXPECT_THROW(serialize(batch), Error);
@@ -197,6 +212,11 @@ TEST(Batch, DeserializeRejectsCorruption) {
     const int32_t negative = -1;  // num_tables at byte 24
     std::memcpy(bad.data() + 24, &negative, 4);
     EXPECT_THROW(deserialize(bad.data(), bad.size()), Error);
+  }
+  for (int32_t tasks : {0, -3, 1 << 20}) {
+    std::vector<char> bad = wire;
+    std::memcpy(bad.data() + 28, &tasks, 4);  // num_tasks at byte 28
+    EXPECT_THROW(deserialize(bad.data(), bad.size()), Error) << tasks;
   }
   {
     std::vector<char> bad = wire;  // last index of the last table out of range

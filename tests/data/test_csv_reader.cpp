@@ -59,7 +59,7 @@ TEST(CsvSpec, ParsesGroupsInOrder) {
 
 TEST(CsvSpec, ErrorsNameTheKeyAndShowTheGrammar) {
   for (const std::string spec :
-       {"", "dense:13", "label,label", "label,dense", "label,dense:0", "label,dense:x", "label,cat:-1",
+       {"", "dense:13", "label,dense", "label,dense:0", "label,dense:x", "label,cat:-1",
         "label,foo:3", "label,,cat:1", "label,multi:2", "label,multi:2:", "label,multi:2:||",
         "label,multi:1:,", "label:1", "label,multi:x:|"}) {
     try {
@@ -108,6 +108,30 @@ TEST(CsvReader, ParsesFloatsCategoricalsAndMultiHot) {
   EXPECT_EQ(got.keys[0], (std::vector<uint64_t>{k0("a"), k0("b"), k0("c"), k0("a"), k0("b")}));
   EXPECT_EQ(got.lengths[1], (std::vector<int32_t>{1, 1, 1, 1}));  // single: always one key
   EXPECT_EQ(got.keys[1], (std::vector<uint64_t>{k1("x"), k1(""), k1("y"), k1("")}));
+}
+
+// Multi-task data: one label column per task, in file order; each must be 0 or 1.
+TEST(CsvReader, SeveralLabelColumnsAreTasks) {
+  ScratchDir dir;
+  const DataOptions options = csv("label,dense:1,label,cat:1,label");
+  EXPECT_EQ(parse_csv_schema(options).num_tasks, 3);
+  EXPECT_EQ(text_num_tasks(options), 3);
+  EXPECT_EQ(text_num_tasks(csv("label,dense:1")), 1);
+  const std::string path = dir.file("t.csv",
+                                    "1,2,0,a,1\n"
+                                    "0,1,1,b,0\n"
+                                    "0,1,2,b,0\n"  // a bad second label: skipped, the others kept
+                                    "1,0,1,c,1\n");
+  auto reader = open_text_reader(options, path, 0, 1);
+  Batch batch;
+  EXPECT_EQ(reader->read(16, batch), 3);
+  EXPECT_EQ(batch.num_tasks, 3);
+  EXPECT_EQ(batch.labels, (std::vector<float>{1, 0, 1, 0, 1, 0, 1, 1, 1}));
+  EXPECT_EQ(batch.dense.size(), 3u);
+  EXPECT_EQ(reader->stats().malformed, 1);
+  std::string many = "label";
+  for (int i = 0; i < 16; ++i) many += ",label";
+  EXPECT_THROW(parse_csv_schema(csv(many)), Error);
 }
 
 TEST(CsvReader, MalformedLinesAreSkippedWithTheirColumn) {

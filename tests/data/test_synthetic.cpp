@@ -256,5 +256,55 @@ TEST(Synthetic, HistoryTableIsJaggedDeterministicAndInformative) {
   EXPECT_THROW(SyntheticDataset{options}, Error);
 }
 
+// data.synthetic_tasks: task 0 is the single-task label bit for bit; the other tasks
+// have their own teachers, their own click rates, and labels correlated with task 0's.
+TEST(Synthetic, MultiTaskLabels) {
+  DataOptions one;
+  one.synthetic_eval_samples = 20000;
+  DataOptions three = one;
+  three.synthetic_tasks = 3;
+  const SyntheticDataset single(one), multi(three);
+  EXPECT_EQ(single.num_tasks(), 1);
+  EXPECT_EQ(multi.num_tasks(), 3);
+  Batch a, b;
+  a.reset(single.num_dense(), single.num_tables());
+  b.reset(multi.num_dense(), multi.num_tables());
+  single.generate(Stream::kEval, 0, 20000, a);
+  multi.generate(Stream::kEval, 0, 20000, b);
+  ASSERT_EQ(b.num_tasks, 3);
+  ASSERT_EQ(b.labels.size(), 3u * 20000u);
+  EXPECT_EQ(a.dense, b.dense);
+  for (size_t t = 0; t < a.tables.size(); ++t) EXPECT_EQ(a.tables[t].keys, b.tables[t].keys);
+  double rate[3] = {}, both = 0;
+  for (int i = 0; i < 20000; ++i) {
+    ASSERT_EQ(a.labels[size_t(i)], b.labels[size_t(i) * 3]) << "task 0 is the single-task label, sample " << i;
+    for (int k = 0; k < 3; ++k) rate[k] += b.labels[size_t(i) * 3 + size_t(k)] / 20000.0;
+    both += b.labels[size_t(i) * 3] * b.labels[size_t(i) * 3 + 1] / 20000.0;
+  }
+  EXPECT_NEAR(rate[1], 0.15, 0.02);
+  EXPECT_NEAR(rate[2], 0.15, 0.02);
+  EXPECT_GT(both, rate[0] * rate[1] * 1.2) << "tasks 0 and 1 are positively correlated";
+  EXPECT_NE(std::vector<float>(b.labels.begin(), b.labels.begin() + 30), std::vector<float>(30, 0.0f));
+  EXPECT_DOUBLE_EQ(multi.teacher_auc(20000, 0), single.teacher_auc(20000));
+  for (int k = 1; k < 3; ++k) {
+    const double auc = multi.teacher_auc(20000, k);
+    EXPECT_GT(auc, 0.7) << k;
+    EXPECT_LT(auc, 0.95) << k;
+  }
+  EXPECT_NE(multi.teacher_auc(20000, 1), multi.teacher_auc(20000, 2));
+  // Pure: a range generated alone equals the same range inside a larger batch.
+  Batch c;
+  c.reset(multi.num_dense(), multi.num_tables());
+  multi.generate(Stream::kEval, 100, 50, c);
+  EXPECT_EQ(c.labels, std::vector<float>(b.labels.begin() + 300, b.labels.begin() + 450));
+  three.synthetic_tasks = 17;
+  try {
+    SyntheticDataset bad(three);
+    ADD_FAILURE() << "17 tasks accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("data.synthetic_tasks"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace strata::data
