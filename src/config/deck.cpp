@@ -18,6 +18,7 @@
 #include "data/sequence_hdf5.hpp"     // data.source = hdf5 with a sequence file
 #include "data/sequence_samples.hpp"  // the data.sequence_length law, checked with the deck
 #include "model/moe.hpp"             // the expert keys, checked with the deck
+#include "model/multi_task.hpp"      // the multi-task keys, checked with the deck
 
 namespace po = boost::program_options;
 
@@ -75,11 +76,15 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("data.zipf_exponent_end", o.data.zipf_exponent_end,
     "synthetic drift: training moves from zipf_exponent to this law (< 0 = none); a smaller value grows the hot set");
   v("data.teacher_scale", o.data.teacher_scale, "strength of the synthetic teacher's logit");
+  v("data.synthetic_tasks", o.data.synthetic_tasks,
+    "synthetic: labels per sample, 1 (the click) to 16; tasks after the first have teachers of their own, "
+    "correlated with the click's (model.kind = mmoe | ple)");
   v("data.data_seed", o.data.data_seed, "seed of the synthetic data and its teacher");
 
   v("model.kind", o.model.kind,
     "the network: dlrm | din (target attention over the history table) | sasrec (next-item self-attention) | "
-    "hstu (next-item HSTU layers) | moe (DLRM with a top-k gated mixture of expert top MLPs)");
+    "hstu (next-item HSTU layers) | moe (DLRM with a top-k gated mixture of expert top MLPs) | "
+    "mmoe (multi-task: per-task gates over shared experts) | ple (multi-task: progressive layered extraction)");
   v("model.embedding_dim", o.model.embedding_dim, "width of every embedding row");
   v("model.bottom_mlp", o.model.bottom_mlp, "bottom MLP widths; the last equals embedding_dim");
   v("model.top_mlp", o.model.top_mlp, "top MLP hidden widths (a width-1 output is added)");
@@ -108,6 +113,10 @@ void visit_options(RunOptions& o, Visitor&& v) {
     "the rest are dropped (0 = dropless)");
   v("model.aux_loss_weight", o.model.aux_loss_weight,
     "moe: weight of the load-balancing loss num_experts x sum_e f_e P_e (0 = off)");
+  v("model.expert_mlp", o.model.expert_mlp, "mmoe, ple: every expert's layer widths (ReLU after each)");
+  v("model.tower_mlp", o.model.tower_mlp, "mmoe, ple: each task's tower hidden widths (a width-1 output is added)");
+  v("model.task_experts", o.model.task_experts, "ple: experts of each task per level, beside num_experts shared ones");
+  v("model.ple_levels", o.model.ple_levels, "ple: extraction levels (1 = CGC)");
 
   v("optim.dense", o.optim.dense, "adam | adagrad | sgd for the dense weights");
   v("optim.dense_lr", o.optim.dense_lr, "dense learning rate");
@@ -206,7 +215,7 @@ const std::map<std::string, std::vector<std::string>>& choices() {
       {"data.sequence_eval", {"validation", "test"}},
       {"data.sequence_task", {"ctr", "next_item"}},
       {"tune.sampler", {"tpe", "random", "cmaes"}},
-      {"model.kind", {"dlrm", "din", "sasrec", "hstu", "moe"}},
+      {"model.kind", {"dlrm", "din", "sasrec", "hstu", "moe", "mmoe", "ple"}},
       {"model.pooling", {"sum", "mean"}},
       {"optim.dense", {"adam", "adagrad", "sgd"}},
       {"optim.sparse", {"adagrad", "sgd", "adam"}},
@@ -550,6 +559,7 @@ void validate(const RunOptions& options) {
                 "set model.kind = moe, or layout.ep = 1");
   }
   if (options.model.kind == "moe") model::check_moe_options(options.model);
+  if (options.model.kind == "mmoe" || options.model.kind == "ple") model::check_multi_task_options(options.model);
   if (options.model.kind == "moe" && options.model.num_experts % parallel.ep != 0) {
     throw Error("layout.ep = " + std::to_string(parallel.ep) + " does not divide model.num_experts = " +
                     std::to_string(options.model.num_experts),

@@ -45,6 +45,7 @@ struct DataOptions {
   double zipf_exponent = 1.05;                 // skew of key popularity (0 = uniform)
   double zipf_exponent_end = -1;               // drift: the law training ends with (< 0 = no drift)
   double teacher_scale = 1.0;                  // strength of the hidden teacher's logit
+  int synthetic_tasks = 1;                     // labels per sample (task 0 the click; > 1 for mmoe, ple)
   uint64_t data_seed = 2024;                   // seed of the synthetic data and teacher
   // A behaviour-history table after the others (DIN's input): target-last bags of
   // 1..synthetic_history_length history items, then the candidate item.
@@ -86,6 +87,10 @@ struct ModelOptions {
   int top_k = 1;                          // moe: experts per sample, 1 (Switch) or 2 (GShard, weights renormalised)
   double capacity_factor = 0;             // moe: tokens per expert <= ceil(factor x batch x top_k / experts) per trainer batch (0 = dropless)
   double aux_loss_weight = 0.01;          // moe: weight of the load-balancing loss, experts x sum_e f_e P_e (0 = off)
+  std::string expert_mlp = "64,32";       // mmoe, ple: every expert's widths (ReLU after each layer)
+  std::string tower_mlp = "16";           // mmoe, ple: each task's tower hidden widths (a width-1 output is added)
+  int task_experts = 1;                   // ple: experts of each task beside the num_experts shared ones
+  int ple_levels = 1;                     // ple: extraction levels (1 = CGC)
 };
 
 struct OptimizerOptions {

@@ -82,7 +82,7 @@ DlrmShape dlrm_shape(const ModelOptions& options, int num_dense, int num_tables)
 }
 
 void check_dlrm_batch(const DlrmShape& shape, const data::Batch& batch, const std::vector<const float*>& rows,
-                      const std::vector<float*>* row_grads, const char* who) {
+                      const std::vector<float*>* row_grads, const char* who, int tasks) {
   const int B = batch.size;
   const int T = shape.num_tables;
   const auto fail = [who](const std::string& what) {
@@ -95,7 +95,9 @@ void check_dlrm_batch(const DlrmShape& shape, const data::Batch& batch, const st
     throw fail(std::to_string(batch.num_dense) + " dense features, model has " +
                std::to_string(shape.num_dense));
   if (batch.dense.size() != size_t(B) * shape.num_dense) throw fail("dense has the wrong size");
-  if (batch.labels.size() != size_t(B)) throw fail("labels has the wrong size");
+  if (batch.num_tasks != tasks)
+    throw fail(std::to_string(batch.num_tasks) + " labels per sample, model has " + std::to_string(tasks) + " tasks");
+  if (batch.labels.size() != size_t(B) * size_t(tasks)) throw fail("labels has the wrong size");
   if (batch.tables.size() != size_t(T))
     throw fail(std::to_string(batch.tables.size()) + " tables, model has " + std::to_string(T));
   if (rows.size() != size_t(T)) throw fail("rows must hold one pointer per table");

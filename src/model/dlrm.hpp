@@ -38,9 +38,10 @@ struct DlrmShape {
 DlrmShape dlrm_shape(const ModelOptions& options, int num_dense, int num_tables);
 
 // strata::Error "<who>: malformed batch: ..." when the batch, its rows or (when not
-// null) its row gradients do not fit the shape (dense width, tables, offsets, index).
+// null) its row gradients do not fit the shape (dense width, tables, offsets, index)
+// or the batch does not hold `tasks` labels per sample.
 void check_dlrm_batch(const DlrmShape& shape, const data::Batch& batch, const std::vector<const float*>& rows,
-                      const std::vector<float*>* row_grads, const char* who);
+                      const std::vector<float*>* row_grads, const char* who, int tasks = 1);
 
 class Dlrm final : public Model {
  public:

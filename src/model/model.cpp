@@ -6,6 +6,7 @@
 #include "model/dlrm.hpp"
 #include "model/hstu.hpp"
 #include "model/moe.hpp"
+#include "model/multi_task.hpp"
 #include "model/sasrec.hpp"
 
 namespace strata::model {
@@ -32,7 +33,7 @@ void Model::set_sequence_group(SequenceGroup* group, const SequenceParallelOptio
 }
 
 const std::vector<std::string>& model_kinds() {
-  static const std::vector<std::string> kinds = {"dlrm", "din", "sasrec", "hstu", "moe"};
+  static const std::vector<std::string> kinds = {"dlrm", "din", "sasrec", "hstu", "moe", "mmoe", "ple"};
   return kinds;
 }
 
@@ -42,7 +43,16 @@ std::vector<int32_t> tied_tables(const ModelOptions& options, int num_tables) {
   return {-1, 0};  // candidates (table 1) read the history table's (table 0) rows
 }
 
-std::unique_ptr<Model> make_model(const ModelOptions& options, int num_dense, int num_tables, uint64_t seed) {
+std::unique_ptr<Model> make_model(const ModelOptions& options, int num_dense, int num_tables, uint64_t seed,
+                                  int num_tasks) {
+  const bool multi_task = options.kind == "mmoe" || options.kind == "ple";
+  if (multi_task) return std::make_unique<MultiTask>(options, num_dense, num_tables, num_tasks, seed);
+  if (num_tasks != 1) {
+    throw Error("model.kind = " + options.kind + " predicts one label, but the data gives " +
+                    std::to_string(num_tasks) + " per sample (data.synthetic_tasks, or the label columns of "
+                    "data.csv_columns)",
+                "set model.kind = mmoe or ple for multi-task data, or give one label per sample");
+  }
   if (options.kind == "dlrm") return std::make_unique<Dlrm>(options, num_dense, num_tables, seed);
   if (options.kind == "din") return std::make_unique<Din>(options, num_dense, num_tables, seed);
   if (options.kind == "sasrec") return std::make_unique<Sasrec>(options, num_dense, num_tables, seed);

@@ -38,6 +38,8 @@ class Model {
   // Every table's rows are embedding_dim() wide; the model reads num_tables() tables.
   virtual int embedding_dim() const = 0;
   virtual int num_tables() const = 0;
+  // Labels per sample the model predicts (multi-task models: one per task).
+  virtual int num_tasks() const { return 1; }
 
   // One forward + backward pass.
   //   rows[t]      (U_t, dim) values of batch.tables[t].unique_keys
@@ -49,7 +51,8 @@ class Model {
   virtual double forward_backward(const data::Batch& batch, const std::vector<const float*>& rows,
                                   const std::vector<float*>& row_grads, float loss_scale) = 0;
 
-  // Click probabilities of a batch: probs (B). Gradients are left untouched.
+  // Click probabilities of a batch: probs (B, num_tasks()) sample-major. Gradients
+  // are left untouched.
   virtual void predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) = 0;
 
   // Next-item models rank candidates rather than predict clicks.
@@ -95,9 +98,12 @@ const std::vector<std::string>& model_kinds();
 // with it, so the stores see one key list and get one summed gradient per row.
 std::vector<int32_t> tied_tables(const ModelOptions& options, int num_tables);
 
-// The model options.kind names, for a batch of num_dense dense features and
-// num_tables tables. Weights are a pure function of (seed, index in the flat
-// buffer). strata::Error naming the model.* key for options that do not fit.
-std::unique_ptr<Model> make_model(const ModelOptions& options, int num_dense, int num_tables, uint64_t seed);
+// The model options.kind names, for a batch of num_dense dense features,
+// num_tables tables and num_tasks labels per sample. Weights are a pure function
+// of (seed, index in the flat buffer). strata::Error naming the model.* key for
+// options that do not fit, or the kind when it predicts one label and the data
+// gives several.
+std::unique_ptr<Model> make_model(const ModelOptions& options, int num_dense, int num_tables, uint64_t seed,
+                                  int num_tasks = 1);
 
 }  // namespace strata::model

@@ -127,7 +127,7 @@ io::ExpectedShape expected_shape(const RunOptions& options) {
   expected.num_tables = shape.num_tables;
   expected.num_dense = shape.num_dense;
   expected.dense_values = static_cast<int64_t>(
-      model::make_model(options.model, shape.num_dense, shape.num_tables, options.train.seed)->parameters().size());
+      model::make_model(options.model, shape.num_dense, shape.num_tables, options.train.seed, shape.num_tasks)->parameters().size());
   expected.dense_optimizer = options.optim.dense;
   expected.sparse_optimizer = options.optim.sparse;
   return expected;

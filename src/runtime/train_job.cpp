@@ -58,7 +58,7 @@ enum TrainerField { kStallS, kPullWaitS, kRowsPulled, kBytesPulled, kRowsPushed,
                     kBytesBatches, kBytesAllreduce, kKeysTotal, kKeysUnique, kKeysBatches, kBytesExperts, kBytesSequence };
 
 nlohmann::json build_summary(const RunOptions& options, const TrainerReport& root,
-                             const std::vector<RankReport>& reports, double teacher_auc) {
+                             const std::vector<RankReport>& reports, const std::vector<double>& teacher_auc) {
   double bytes_pulled = 0, bytes_pushed = 0, bytes_requested = 0, bytes_batches = 0, bytes_allreduce = 0;
   double bytes_experts = 0, bytes_sequence = 0;
   double rows_pulled = 0, rows_pushed = 0, stall = 0, pull_wait = 0;
@@ -136,7 +136,18 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
       {"data", {{"source", options.data.source}, {"lines", lines}, {"malformed_lines", malformed}}},
       {"servers", {{"rows", server_rows}, {"memory_bytes", server_memory}}},
   };
-  if (teacher_auc >= 0) summary["teacher_auc"] = teacher_auc;
+  if (!teacher_auc.empty()) summary["teacher_auc"] = teacher_auc[0];
+  if (!root.eval_auc_per_task.empty()) {
+    // Multi-task models: every task's figures; eval_auc and eval_logloss above are task 0's.
+    nlohmann::json tasks = nlohmann::json::array();
+    for (size_t t = 0; t < root.eval_auc_per_task.size(); ++t) {
+      nlohmann::json task = {{"task", t}, {"eval_auc", root.eval_auc_per_task[t]},
+                             {"eval_logloss", root.eval_logloss_per_task[t]}};
+      if (t < teacher_auc.size()) task["teacher_auc"] = teacher_auc[t];
+      tasks.push_back(task);
+    }
+    summary["tasks"] = tasks;
+  }
   if (root.sequence_parallel.steps > 0) {
     // Trainer 0's SP group: how its plans balanced the attention and what it sent per layer.
     const model::SequenceParallelStats& sp = root.sequence_parallel;
@@ -268,7 +279,7 @@ int ranks_on_node(MPI_Comm world) {
 
 void check_model_reads_data(const RunOptions& options) {
   const DataShape shape = data_shape(options.data);
-  model::make_model(options.model, shape.num_dense, shape.num_tables, options.train.seed);
+  model::make_model(options.model, shape.num_dense, shape.num_tables, options.train.seed, shape.num_tasks);
 }
 
 // A stalled wait (runtime.stall_timeout_s) anywhere in the roles ends the
@@ -320,13 +331,18 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
     }
   }
 
-  double teacher_auc = -1, teacher_hit_rate = -1;
+  std::vector<double> teacher_auc;  // per task
+  double teacher_hit_rate = -1;
   if (context.world_rank == 0) {
     spdlog::info("strata train: {} trainers, {} producers, {} servers; data {}; store {}", options.layout.trainers,
                  options.layout.producers, options.layout.servers, options.data.source, options.store.mode);
     if (options.data.source == "synthetic" && run_has_eval(options)) {
-      teacher_auc = data::SyntheticDataset(options.data).teacher_auc(options.data.synthetic_eval_samples);
-      spdlog::info("synthetic teacher AUC on the held-out stream: {:.4f} (the best reachable)", teacher_auc);
+      const data::SyntheticDataset dataset(options.data);
+      for (int t = 0; t < dataset.num_tasks(); ++t) {
+        teacher_auc.push_back(dataset.teacher_auc(options.data.synthetic_eval_samples, t));
+        spdlog::info("synthetic teacher AUC on the held-out stream{}: {:.4f} (the best reachable)",
+                     dataset.num_tasks() > 1 ? fmt::format(", task {}", t) : std::string(), teacher_auc.back());
+      }
     }
     if (options.data.source == "synthetic_sequences" && options.data.sequence_task == "next_item" &&
         run_has_eval(options)) {

@@ -23,7 +23,7 @@ void Trainer::for_each_eval_batch(const std::function<void(const data::Batch&)>&
   phase_ended_ = false;
   data::Batch batch;
   data::Batch empty;
-  empty.reset(shape_.num_dense, shape_.num_tables);
+  empty.reset(shape_.num_dense, shape_.num_tables, shape_.num_tasks);
   while (true) {
     int have = !phase_ended_ && receive_batch(batch) ? 1 : 0;
     comm::allreduce(&have, 1, MPI_INT, MPI_MAX, comm_);
@@ -68,10 +68,12 @@ void Trainer::evaluate() {
     evaluate_ranking();
     return;
   }
+  // (samples, tasks) sample-major, as predict and the batches' labels are.
+  const int tasks = model_->num_tasks();
   std::vector<float> probs, labels;
   std::vector<float> batch_probs;
   for_each_eval_batch([&](const data::Batch& b) {
-    batch_probs.resize(b.size);
+    batch_probs.resize(size_t(b.size) * size_t(tasks));
     as_input_errors([&] { model_->predict(b, row_ptrs_, batch_probs.data()); });
     probs.insert(probs.end(), batch_probs.begin(), batch_probs.end());
     labels.insert(labels.end(), b.labels.begin(), b.labels.end());
@@ -81,13 +83,29 @@ void Trainer::evaluate() {
   const std::vector<char> all_probs = comm::gather_bytes(probs.data(), bytes, 0, comm_);
   const std::vector<char> all_labels = comm::gather_bytes(labels.data(), bytes, 0, comm_);
   if (is_root()) {
-    const size_t total = all_probs.size() / sizeof(float);
+    const size_t total = all_probs.size() / sizeof(float) / size_t(tasks);
     const auto* p = reinterpret_cast<const float*>(all_probs.data());
     const auto* l = reinterpret_cast<const float*>(all_labels.data());
     report_.eval_samples = static_cast<int64_t>(total);
-    report_.eval_auc = model::exact_auc(p, l, total);
-    report_.eval_logloss = model::mean_logloss(p, l, total);
-    spdlog::info("eval: {} samples, AUC {:.4f}, logloss {:.4f}", total, report_.eval_auc, report_.eval_logloss);
+    if (tasks == 1) {
+      report_.eval_auc = model::exact_auc(p, l, total);
+      report_.eval_logloss = model::mean_logloss(p, l, total);
+      spdlog::info("eval: {} samples, AUC {:.4f}, logloss {:.4f}", total, report_.eval_auc, report_.eval_logloss);
+      return;
+    }
+    std::vector<float> task_probs(total), task_labels(total);
+    for (int t = 0; t < tasks; ++t) {
+      for (size_t i = 0; i < total; ++i) {
+        task_probs[i] = p[i * size_t(tasks) + size_t(t)];
+        task_labels[i] = l[i * size_t(tasks) + size_t(t)];
+      }
+      report_.eval_auc_per_task.push_back(model::exact_auc(task_probs.data(), task_labels.data(), total));
+      report_.eval_logloss_per_task.push_back(model::mean_logloss(task_probs.data(), task_labels.data(), total));
+      spdlog::info("eval: {} samples, task {}: AUC {:.4f}, logloss {:.4f}", total, t, report_.eval_auc_per_task.back(),
+                   report_.eval_logloss_per_task.back());
+    }
+    report_.eval_auc = report_.eval_auc_per_task[0];
+    report_.eval_logloss = report_.eval_logloss_per_task[0];
   }
 }
 

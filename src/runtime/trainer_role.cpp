@@ -44,7 +44,7 @@ Trainer::Trainer(const RunOptions& options, const RankContext& context, const Re
       groups_(context.role_comm, resolve_parallel_layout(options.layout)),
       producer_rank_(context.layout.world_rank(Role::kProducer, context.layout.producer_of_trainer(context.index))),
       shape_(data_shape(options.data)),
-      model_(model::make_model(options.model, shape_.num_dense, shape_.num_tables, options.train.seed)),
+      model_(model::make_model(options.model, shape_.num_dense, shape_.num_tables, options.train.seed, shape_.num_tasks)),
       optimizer_(model::make_dense_optimizer(options.optim, model_->parameters().size())) {
   std::vector<int> servers;
   for (int s = 0; s < context.layout.servers(); ++s) servers.push_back(context.layout.world_rank(Role::kServer, s));

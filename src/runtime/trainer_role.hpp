@@ -26,6 +26,7 @@ struct TrainerReport {
   double train_logloss = 0;     // mean over the last metrics window
   double eval_auc = -1;
   double eval_logloss = -1;
+  std::vector<double> eval_auc_per_task, eval_logloss_per_task;  // multi-task models (task 0 = eval_auc)
   double eval_hit_rate = -1;  // next-item models: HR@10 on the held-out events
   double eval_ndcg = -1;      // next-item models: NDCG@10
   int64_t eval_samples = 0;

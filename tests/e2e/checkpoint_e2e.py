@@ -52,6 +52,7 @@ def resume_matches(r, mode, trainers, extra=()):
     assert second["eval_logloss"] == whole["eval_logloss"] and second["eval_auc"] == whole["eval_auc"]
     assert second.get("eval_hr_at_10") == whole.get("eval_hr_at_10")
     assert second.get("eval_ndcg_at_10") == whole.get("eval_ndcg_at_10")
+    assert second.get("tasks") == whole.get("tasks"), (second.get("tasks"), whole.get("tasks"))
     m_whole, m_second = metrics(os.path.join(r.workdir, f"{mode}_whole")), metrics(
         os.path.join(r.workdir, f"{mode}_second"))
     for step in (50, 60):
@@ -101,6 +102,12 @@ def case_resume_tiered_mid_run(r):
 def case_resume_din(r):
     """Every model kind resumes exactly: DIN over the synthetic history table, tiered."""
     resume_matches(r, "tiered", 2, ("--model.kind=din", "--data.synthetic_history_length=16"))
+
+
+def case_resume_multi_task(r):
+    """A multi-task model (two-level PLE on two-task data) resumes exactly, every task's AUC too."""
+    resume_matches(r, "tiered", 2, ("--model.kind=ple", "--data.synthetic_tasks=2", "--model.task_experts=1",
+                                    "--model.ple_levels=2", "--model.expert_mlp=16,8", "--model.tower_mlp=8"))
 
 
 def case_resume_sparse_adam(r):

@@ -891,6 +891,38 @@ def case_hstu_tiered_equals_ps(r):
                    *hstu, contains=["model.hstu_max_len", "data.max_seq_len"])
 
 
+def case_multi_task(r):
+    """model.kind = mmoe and ple on two-task synthetic data: every task's eval AUC
+    beats chance and stays below its teacher's; tiered (with L1 and L2 evicting) ==
+    ps bit for bit; a single-task model on multi-task data, ep > 1, too many tasks and
+    a bad expert list are refused naming the keys."""
+    common = ["--data.synthetic_tasks=2", "--train.steps=120", "--data.synthetic_eval_samples=8192",
+              "--model.num_experts=3", "--model.expert_mlp=16,8", "--model.tower_mlp=8"]
+    for kind, extra in (("mmoe", []), ("ple", ["--model.task_experts=1", "--model.ple_levels=2"])):
+        ps = r.run(f"{kind}_ps", 4, f"--model.kind={kind}", *common, *extra, "--layout.trainers=2", "--store.mode=ps")
+        tiered = r.run(f"{kind}_tiered", 4, f"--model.kind={kind}", *common, *extra, "--layout.trainers=2",
+                       "--store.mode=tiered", "--store.l1_mb=0.5", "--store.l2_mb=1")
+        assert tiered["params_digest"] == ps["params_digest"], f"{kind}: tiered differs from ps"
+        assert tiered["levels"]["l1"]["evictions"] > 0 and tiered["levels"]["l2"]["evictions"] > 0, tiered["levels"]
+        tasks = ps["tasks"]
+        assert [t["task"] for t in tasks] == [0, 1], tasks
+        assert ps["eval_auc"] == tasks[0]["eval_auc"], ps
+        for t in tasks:
+            assert 0.55 < t["eval_auc"] < t["teacher_auc"], (kind, t)
+            assert t["eval_logloss"] > 0, t
+        assert tasks[0]["teacher_auc"] == ps["teacher_auc"], ps
+        assert tasks[1]["teacher_auc"] != tasks[0]["teacher_auc"], tasks
+        print(f"{kind}: tasks {tasks}, digest {ps['params_digest'][:16]}")
+    r.expect_error("dlrm_on_two_tasks", 3, "--data.synthetic_tasks=2",
+                   contains=["model.kind = dlrm", "data.synthetic_tasks"], code=2, one_message=True)
+    r.expect_error("mmoe_ep", 4, "--model.kind=mmoe", *common, "--layout.trainers=2", "--layout.ep=2",
+                   contains=["layout.ep = 2", "mmoe"])
+    r.expect_error("ple_bad_expert_mlp", 3, "--model.kind=ple", "--model.expert_mlp=8,x",
+                   contains=["model.expert_mlp"], code=2)
+    r.expect_error("too_many_tasks", 3, "--model.kind=mmoe", "--data.synthetic_tasks=17",
+                   contains=["data.synthetic_tasks"], code=2)
+
+
 def case_moe_expert_parallel(r):
     """model.kind = moe: dropless expert parallel ends bit-identical to ep = 1 on the
     same global batch (ep = 2 on 2 trainers; ep = 4 and dp 2 x ep 2 on 4 trainers), so

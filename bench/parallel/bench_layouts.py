@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Parallel layouts (issue 13, benchmarks 1 and 2), what a 2-core machine can show.
+There are more ranks than cores here, so more ranks cannot run faster. The
+benchmark reports what does not depend on the core count (bytes per step and per
+layer, memory per trainer, load balance, drops, AUC, exactness). It also reports
+samples/s as measured here, and a modelled step time on one core per trainer:
+the measured trainer CPU per step plus the link model's time for the bytes the
+layout adds (--gbps, --latency-us, per message).
+
+1. Expert parallel: inputs/moe.ini (4 top-2 experts, dropless). ep = 1 and 2 on
+   2 trainers; dp 4, dp 2 x ep 2 and ep 4 on 4 trainers, with the same global
+   batch. Then the capacity factor (0, 1.0, 1.25, 1.5, 2.0) at ep = 2: drop
+   fraction and eval AUC against dropless.
+2. Sequence parallel: hstu on L-event histories (inputs/long_sequence.ini's
+   model, 4 trainers, one history per trainer step): sp = 1, 2 (ring and
+   alltoall), 4 (ring). Step time, trainer peak RSS, bytes per layer, attention
+   max/mean.
+
+Each configuration runs --repeats times, alternating configurations, and the
+medians are reported. Prints, last:
+
+  ratio ep2/ep1 params_digest_equal        (1 = bit-identical)
+  ratio ep2/ep1 modelled_step_time
+  ratio capacity1.25 drop_fraction_percent  (target < 1)
+  ratio capacity1.25/dropless auc_gap       (target <= 0.001, as an absolute AUC difference)
+  ratio sp2/sp1 params_digest_equal
+  ratio sp2/sp1 trainer_peak_rss            (target <= 1 / (0.8 x 2) = 0.625)
+
+usage: /usr/bin/python3 bench/parallel/bench_layouts.py [--build build] [--steps 300] [--repeats 3]
+       [--length 4096] [--gbps 25] [--latency-us 50]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench_common import ROOT, default_build_dir, mpirun  # noqa: E402
+
+
+def run(strata, ranks, out, options):
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = mpirun(ranks) + [strata, "train", "--output.dir=" + out, "--output.progress_every=1000000", *options]
+    start = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        raise SystemExit(f"strata exited {proc.returncode}: {' '.join(cmd)}")
+    with open(os.path.join(out, "summary.json")) as f:
+        summary = json.load(f)
+    summary["wall_s"] = time.time() - start
+    return summary
+
+
+def repeated(strata, configs, repeats, work):
+    """configs: name -> (ranks, options). Runs them alternately; name -> list of summaries."""
+    results = {name: [] for name in configs}
+    for r in range(repeats):
+        for name, (ranks, options) in configs.items():
+            results[name].append(run(strata, ranks, os.path.join(work, f"{name}-{r}"), options))
+    return results
+
+
+def median(values):
+    return statistics.median(values)
+
+
+def trainer_cpu_per_step(s):
+    """CPU-seconds one trainer spends per step (user + sys over the training loop)."""
+    cpu = s["cpu_s"]["trainer"]
+    trainers = s["layout"]["trainers"]
+    return (cpu["user"] + cpu["sys"]) / trainers / max(s["steps"], 1)
+
+
+def expert_parallel(strata, args, work):
+    deck = ["--config", os.path.join(ROOT, "inputs", "moe.ini"), f"--train.steps={args.steps}",
+            "--data.synthetic_eval_samples=16384", "--store.mode=tiered"]
+    configs = {
+        "2t ep1": (4, deck + ["--layout.trainers=2", "--layout.ep=1", "--train.batch_size=256"]),
+        "2t ep2": (4, deck + ["--layout.trainers=2", "--layout.ep=2", "--train.batch_size=256"]),
+        "4t dp4": (6, deck + ["--layout.trainers=4", "--layout.ep=1", "--train.batch_size=128"]),
+        "4t dp2xep2": (6, deck + ["--layout.trainers=4", "--layout.ep=2", "--train.batch_size=128"]),
+        "4t ep4": (6, deck + ["--layout.trainers=4", "--layout.ep=4", "--train.batch_size=128"]),
+    }
+    results = repeated(strata, configs, args.repeats, work)
+    print(f"Expert parallel: inputs/moe.ini, {args.steps} steps, global batch 512, medians of {args.repeats}")
+    print(f"{'layout':<12} {'samples/s':>10} {'trainer CPU ms/step':>20} {'expert bytes/trainer step':>26} "
+          f"{'modelled step ms':>17} {'trainer RSS MiB':>16} {'max/mean load':>14}  digest")
+    modelled = {}
+    for name, runs in results.items():
+        s = runs[0]
+        steps, trainers = s["steps"], s["layout"]["trainers"]
+        cpu = median([trainer_cpu_per_step(x) for x in runs])
+        expert_bytes = s["bytes"]["trainer_experts"] / trainers / steps
+        ep = s["layout"]["ep"]
+        # Four all-to-alls a step over ep members (plus the replica chain): the bytes
+        # leave on one link per trainer.
+        link = expert_bytes * 8 / (args.gbps * 1e9) + (4 * (ep - 1) * args.latency_us * 1e-6 if ep > 1 else 0)
+        modelled[name] = cpu + link
+        rss = median([x["memory"]["peak_rss_training_mib"]["trainer"] for x in runs])
+        print(f"{name:<12} {median([x['samples_per_s'] for x in runs]):>10.0f} {cpu * 1e3:>20.2f} "
+              f"{expert_bytes:>26.0f} {modelled[name] * 1e3:>17.2f} {rss:>16.1f} "
+              f"{s['experts']['max_mean_load']:>14.3f}  {s['params_digest'][:16]}")
+    same2 = results["2t ep2"][0]["params_digest"] == results["2t ep1"][0]["params_digest"]
+    same4 = len({results[n][0]["params_digest"] for n in ("4t dp4", "4t dp2xep2", "4t ep4")}) == 1
+    print(f"bit-identical: ep2 == ep1 on 2 trainers: {same2}; dp4 == dp2xep2 == ep4: {same4}")
+
+    # Capacity factor against dropless: one epoch of the deck's 262,144 samples.
+    epoch_steps = 262144 // 512
+    cap_deck = [o for o in deck if not o.startswith("--train.steps")] + [
+        f"--train.steps={epoch_steps}", "--layout.trainers=2", "--layout.ep=2", "--train.batch_size=256"]
+    caps = ["0", "1.0", "1.25", "1.5", "2.0"]
+    cap_results = repeated(strata, {c: (4, cap_deck + [f"--model.capacity_factor={c}"]) for c in caps}, 1, work)
+    print(f"\nCapacity factor at ep 2 ({epoch_steps} steps = one epoch, aux_loss_weight 0.01):")
+    print(f"{'capacity':>9} {'drop %':>8} {'eval AUC':>9} {'AUC - dropless':>15} {'max/mean load':>14}")
+    dropless = cap_results["0"][0]["eval_auc"]
+    for c in caps:
+        s = cap_results[c][0]
+        print(f"{c:>9} {100 * s['experts']['drop_fraction']:>8.3f} {s['eval_auc']:>9.4f} "
+              f"{s['eval_auc'] - dropless:>+15.4f} {s['experts']['max_mean_load']:>14.3f}")
+    c125 = cap_results["1.25"][0]
+    return [("ep2/ep1 params_digest_equal", 1.0 if same2 and same4 else 0.0),
+            ("ep2/ep1 modelled_step_time", modelled["2t ep2"] / modelled["2t ep1"]),
+            ("capacity1.25 drop_fraction_percent", 100 * c125["experts"]["drop_fraction"]),
+            ("capacity1.25/dropless auc_gap", abs(dropless - c125["eval_auc"]))]
+
+
+def sequence_parallel(strata, args, work):
+    L = args.length
+    deck = ["--config", os.path.join(ROOT, "inputs", "long_sequence.ini"), "--model.kind=hstu",
+            "--data.sequence_users=16", "--data.sequence_items=5000", f"--data.sequence_length=fixed:{L}",
+            f"--data.max_seq_len={L}", f"--model.hstu_max_len={L}", "--model.embedding_dim=64",
+            "--model.hstu_heads=4", "--model.hstu_blocks=2", "--layout.sp_min_len=256", "--train.batch_size=1",
+            "--train.steps=4", "--train.eval=false", "--layout.trainers=4", "--store.mode=ps"]
+    configs = {
+        "sp1": (6, deck + ["--layout.sp=1"]),
+        "sp2 ring": (6, deck + ["--layout.sp=2", "--layout.sp_mode=ring"]),
+        "sp2 alltoall": (6, deck + ["--layout.sp=2", "--layout.sp_mode=alltoall"]),
+        "sp4 ring": (6, deck + ["--layout.sp=4", "--layout.sp_mode=ring"]),
+    }
+    results = repeated(strata, configs, args.repeats, work)
+    print(f"\nSequence parallel: hstu, {L} events per history, 4 trainers, 1 history per trainer step, "
+          f"medians of {args.repeats}")
+    print(f"{'layout':<13} {'step ms':>9} {'trainer CPU ms/step':>20} {'trainer peak MiB':>17} "
+          f"{'fwd bytes/layer':>16} {'bwd bytes/layer':>16} {'attn max/mean':>14}  digest")
+    for name, runs in results.items():
+        s = runs[0]
+        step_ms = median([x["train_seconds"] / x["steps"] for x in runs]) * 1e3
+        sp = s.get("sequence_parallel", {})
+        print(f"{name:<13} {step_ms:>9.1f} {median([trainer_cpu_per_step(x) for x in runs]) * 1e3:>20.1f} "
+              f"{median([x['memory']['peak_rss_training_mib']['trainer'] for x in runs]):>17.1f} "
+              f"{sp.get('trainer0_bytes_per_layer_forward', 0):>16.0f} "
+              f"{sp.get('trainer0_bytes_per_layer_backward', 0):>16.0f} "
+              f"{sp.get('attention_max_mean', 1.0):>14.3f}  {s['params_digest'][:16]}")
+    digests = {results[n][0]["params_digest"] for n in configs}
+    rss = {n: median([x["memory"]["peak_rss_training_mib"]["trainer"] for x in results[n]]) for n in configs}
+    return [("sp2/sp1 params_digest_equal", 1.0 if len(digests) == 1 else 0.0),
+            ("sp2/sp1 trainer_peak_rss", rss["sp2 ring"] / rss["sp1"])]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default=default_build_dir())
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--length", type=int, default=4096)
+    parser.add_argument("--gbps", type=float, default=25.0)
+    parser.add_argument("--latency-us", type=float, default=50.0)
+    parser.add_argument("--only", choices=["ep", "sp"], default=None)
+    args = parser.parse_args()
+    strata = os.path.join(args.build, "bin", "strata")
+    work = tempfile.mkdtemp(prefix="strata-layouts-")
+    try:
+        ratios = []
+        if args.only in (None, "ep"):
+            ratios += expert_parallel(strata, args, work)
+        if args.only in (None, "sp"):
+            ratios += sequence_parallel(strata, args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print()
+    for name, value in ratios:
+        print(f"ratio {name}: {value:.4f}")
+
+
+if __name__ == "__main__":
+    main()

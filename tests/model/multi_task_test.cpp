@@ -1,0 +1,244 @@
+// MultiTask (mmoe, ple): the parameter layout; whole-model gradients against
+// finite differences (dense weights and embedding rows) for mmoe, one-level ple
+// (CGC) and two-level ple; predict agrees with the training pass and is batch
+// invariant; the option and data checks name their keys.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "model/model.hpp"
+#include "model/multi_task.hpp"
+#include "model_test_util.hpp"
+
+using namespace strata::model;
+using namespace strata::model::testing;
+using strata::ModelOptions;
+using strata::data::Batch;
+
+namespace {
+
+// B samples of `tasks` labels, 3 dense features, 3 tables (one-hot, multi-hot with
+// empty bags, shared keys).
+Fixture multi_task_fixture(int B, int tasks, int dim, uint64_t seed) {
+  Fixture f;
+  Batch& b = f.batch;
+  b.size = B;
+  b.num_dense = 3;
+  b.num_tasks = tasks;
+  strata::CounterRng rng(seed);
+  for (int i = 0; i < B * tasks; ++i) b.labels.push_back(rng.uniform() < 0.4 ? 1.0f : 0.0f);
+  b.dense = random_vector(size_t(B) * 3, seed + 1, 0.0f, 2.0f);
+  const int unique[3] = {7, 5, 3};
+  for (int t = 0; t < 3; ++t) {
+    std::vector<std::vector<int32_t>> bags(static_cast<size_t>(B));
+    for (int i = 0; i < B; ++i) {
+      const int len = t == 0 ? 1 : int(rng.next() % 3);
+      for (int k = 0; k < len; ++k) bags[size_t(i)].push_back(int32_t(rng.next() % unique[t]));
+    }
+    b.tables.push_back(make_bags(bags, unique[t]));
+    f.rows.push_back(random_vector(size_t(unique[t]) * dim, seed + 10 + t, -0.5f, 0.5f));
+    f.grads.emplace_back(size_t(unique[t]) * dim, 0.0f);
+  }
+  return f;
+}
+
+// The samples `picked` of f, in that order, reading the same rows.
+Fixture sub_batch(const Fixture& f, const std::vector<int>& picked) {
+  Fixture out = f;
+  Batch& b = out.batch;
+  const int K = f.batch.num_tasks;
+  b.size = int(picked.size());
+  b.labels.clear();
+  b.dense.clear();
+  for (int s : picked) {
+    b.labels.insert(b.labels.end(), f.batch.labels.begin() + K * s, f.batch.labels.begin() + K * s + K);
+    b.dense.insert(b.dense.end(), f.batch.dense.begin() + 3 * s, f.batch.dense.begin() + 3 * s + 3);
+  }
+  for (size_t t = 0; t < b.tables.size(); ++t) {
+    const auto& src = f.batch.tables[t];
+    auto& dst = b.tables[t];
+    dst.index.clear();
+    dst.offsets = {0};
+    for (int s : picked) {
+      dst.index.insert(dst.index.end(), src.index.begin() + src.offsets[size_t(s)],
+                       src.index.begin() + src.offsets[size_t(s) + 1]);
+      dst.offsets.push_back(int32_t(dst.index.size()));
+    }
+  }
+  return out;
+}
+
+ModelOptions options_of(const std::string& kind, int shared, int task_experts = 1, int levels = 1) {
+  ModelOptions o;
+  o.kind = kind;
+  o.embedding_dim = 4;
+  o.bottom_mlp = "6,4";
+  o.expert_mlp = "5,3";
+  o.tower_mlp = "4";
+  o.num_experts = shared;
+  o.task_experts = task_experts;
+  o.ple_levels = levels;
+  return o;
+}
+
+void perturb_biases(DenseParameters& p) {
+  for (const auto& s : p.slices())
+    if (s.name.find("bias") != std::string::npos) {
+      const auto b = random_vector(s.size(), s.offset, -0.3f, 0.3f);
+      std::copy(b.begin(), b.end(), p.values(s.offset));
+    }
+}
+
+std::string error_text(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const strata::Error& e) {
+    return e.what();
+  }
+  return "(no strata::Error)";
+}
+
+bool has_slice(const DenseParameters& p, const std::string& name) {
+  for (const auto& s : p.slices())
+    if (s.name == name) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST(MultiTask, ParameterLayout) {
+  // mmoe: 3 shared experts, a gate per task over them, a tower per task; no task experts.
+  MultiTask mmoe(options_of("mmoe", 3, /*task_experts=*/2), 3, 3, 2, 1);
+  const int W = 4 + 4 * 3 / 2;
+  EXPECT_EQ(mmoe.num_tasks(), 2);
+  EXPECT_EQ(mmoe.shape().task_experts, 0);
+  EXPECT_EQ(mmoe.shape().levels, 1);
+  const DenseParameters& p = mmoe.parameters();
+  EXPECT_EQ(p.slice("level.0.shared.0.0.weight").shape, (std::vector<int64_t>{5, W}));
+  EXPECT_EQ(p.slice("level.0.shared.2.1.weight").shape, (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(p.slice("level.0.gate.1.weight").shape, (std::vector<int64_t>{3, W}));
+  EXPECT_EQ(p.slice("tower.1.1.weight").shape, (std::vector<int64_t>{1, 4}));
+  EXPECT_FALSE(has_slice(p, "level.0.task.0.0.0.weight"));
+  EXPECT_FALSE(has_slice(p, "level.0.gate.shared.weight"));
+
+  // ple, two levels: task experts, gates over own + shared, a shared gate below the top.
+  MultiTask ple(options_of("ple", 2, 1, 2), 3, 3, 3, 1);
+  const DenseParameters& q = ple.parameters();
+  EXPECT_EQ(q.slice("level.0.task.2.0.0.weight").shape, (std::vector<int64_t>{5, W}));
+  EXPECT_EQ(q.slice("level.1.task.2.0.0.weight").shape, (std::vector<int64_t>{5, 3}));
+  EXPECT_EQ(q.slice("level.0.gate.0.weight").shape, (std::vector<int64_t>{1 + 2, W}));
+  EXPECT_EQ(q.slice("level.0.gate.shared.weight").shape, (std::vector<int64_t>{3 * 1 + 2, W}));
+  EXPECT_FALSE(has_slice(q, "level.1.gate.shared.weight"));
+  EXPECT_EQ(make_model(options_of("ple", 2), 3, 3, 1, 2)->kind(), "ple");
+  EXPECT_EQ(make_model(options_of("mmoe", 2), 3, 3, 1, 2)->num_tasks(), 2);
+}
+
+struct GradientCase {
+  const char* kind;
+  int shared, task_experts, levels, tasks;
+};
+
+class MultiTaskGradient : public ::testing::TestWithParam<GradientCase> {};
+
+// scale * sum over samples and tasks of BCE, against differences in every dense
+// weight and every embedding row value.
+TEST_P(MultiTaskGradient, MatchesFiniteDifferences) {
+  const GradientCase c = GetParam();
+  Fixture f = multi_task_fixture(6, c.tasks, 4, 11);
+  MultiTask model(options_of(c.kind, c.shared, c.task_experts, c.levels), 3, 3, c.tasks, 6);
+  DenseParameters& p = model.parameters();
+  perturb_biases(p);
+  const float scale = 1.0f / f.batch.size;
+  const double loss = model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), scale);
+  EXPECT_GT(loss, 0.0);
+  const std::vector<float> dense_grads = p.grads();
+  const auto row_grads = f.grads;
+  Fixture scratch = f;
+  const auto objective = [&] { return scale * model.forward_backward(f.batch, f.row_ptrs(), scratch.grad_ptrs(), scale); };
+  double max_gate = 0.0, max_tower = 0.0;
+  for (const auto& s : p.slices()) {
+    for (size_t i = s.offset; i < s.offset + s.size(); ++i) {
+      if (s.name.find("gate") != std::string::npos) max_gate = std::max(max_gate, std::fabs(double(dense_grads[i])));
+      if (s.name.find("tower") != std::string::npos) max_tower = std::max(max_tower, std::fabs(double(dense_grads[i])));
+    }
+  }
+  for (size_t i = 0; i < p.size(); ++i) {
+    expect_gradient(dense_grads[i], &p.values()[i], objective, 1e-4, 1e-2, "dense", i);
+  }
+  EXPECT_GT(max_gate, 1e-5) << "gate gradients should not vanish";
+  EXPECT_GT(max_tower, 1e-3);
+  for (size_t t = 0; t < f.rows.size(); ++t)
+    for (size_t i = 0; i < f.rows[t].size(); ++i)
+      expect_gradient(row_grads[t][i], &f.rows[t][i], objective, 1e-4, 1e-2, "row", t * 1000 + i);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, MultiTaskGradient,
+                         ::testing::Values(GradientCase{"mmoe", 3, 0, 1, 2}, GradientCase{"mmoe", 2, 0, 1, 1},
+                                           GradientCase{"ple", 2, 1, 1, 2}, GradientCase{"ple", 1, 2, 2, 3},
+                                           GradientCase{"ple", 2, 0, 2, 2}));
+
+// A sample's probabilities depend on its own features only, bit for bit; the
+// training pass computes the same logits as predict.
+TEST(MultiTask, PredictIsBatchInvariantAndMatchesTraining) {
+  for (const char* kind : {"mmoe", "ple"}) {
+    const int K = 2, B = 23;
+    Fixture f = multi_task_fixture(B, K, 4, 3);
+    MultiTask model(options_of(kind, 2, 1, 2), 3, 3, K, 7);
+    perturb_biases(model.parameters());
+    std::vector<float> all(size_t(B) * K);
+    model.predict(f.batch, f.row_ptrs(), all.data());
+    for (float p : all) {
+      EXPECT_GT(p, 0.0f);
+      EXPECT_LT(p, 1.0f);
+    }
+    std::vector<int> permuted(static_cast<size_t>(B));
+    for (int i = 0; i < B; ++i) permuted[size_t(i)] = (i * 7 + 3) % B;
+    for (const std::vector<int>& picked : {std::vector<int>{5}, std::vector<int>{0, 1, 2}, permuted}) {
+      Fixture part = sub_batch(f, picked);
+      std::vector<float> probs(picked.size() * K);
+      model.predict(part.batch, part.row_ptrs(), probs.data());
+      for (size_t i = 0; i < picked.size(); ++i)
+        for (int t = 0; t < K; ++t)
+          EXPECT_EQ(probs[i * K + size_t(t)], all[size_t(picked[i]) * K + size_t(t)]) << kind << " sample " << picked[i];
+    }
+    // Loss of the training pass = sum over tasks of BCE of predict's probabilities.
+    double expected = 0.0;
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < K; ++t) {
+        const double p = all[size_t(b) * K + size_t(t)], y = f.batch.labels[size_t(b) * K + size_t(t)];
+        expected -= y * std::log(p) + (1 - y) * std::log(1 - p);
+      }
+    EXPECT_NEAR(model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f), expected, 1e-3 * expected) << kind;
+  }
+}
+
+TEST(MultiTask, ChecksNameTheirKeys) {
+  EXPECT_NE(error_text([] { check_multi_task_options(options_of("mmoe", 0)); }).find("model.num_experts"),
+            std::string::npos);
+  EXPECT_NE(error_text([] { check_multi_task_options(options_of("ple", 2, -1)); }).find("model.task_experts"),
+            std::string::npos);
+  EXPECT_NE(error_text([] { check_multi_task_options(options_of("ple", 2, 1, 0)); }).find("model.ple_levels"),
+            std::string::npos);
+  ModelOptions bad = options_of("mmoe", 2);
+  bad.expert_mlp = "";
+  EXPECT_NE(error_text([&] { check_multi_task_options(bad); }).find("model.expert_mlp"), std::string::npos);
+  bad = options_of("mmoe", 2);
+  bad.tower_mlp = "4,x";
+  EXPECT_NE(error_text([&] { check_multi_task_options(bad); }).find("model.tower_mlp"), std::string::npos);
+  // A single-task model refuses multi-task data, naming where the labels come from.
+  ModelOptions dlrm;
+  const std::string refused = error_text([&] { make_model(dlrm, 3, 3, 1, 2); });
+  EXPECT_NE(refused.find("model.kind = dlrm"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("data.synthetic_tasks"), std::string::npos) << refused;
+  // A batch of the wrong task count is refused, not misread.
+  Fixture f = multi_task_fixture(4, 3, 4, 1);
+  MultiTask model(options_of("mmoe", 2), 3, 3, 2, 1);
+  EXPECT_NE(error_text([&] { model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f); }).find("labels per sample"),
+            std::string::npos);
+}
