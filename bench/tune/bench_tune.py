@@ -5,6 +5,9 @@ all inside `strata tune` runs of 4 ranks:
   1. the deck's default configuration, measured as a one-trial search;
   2. the exhaustive grid over the space below;
   3. Optuna (TPE) with a quarter of the grid's trials.
+--scenario layouts does the same on inputs/moe.ini (4 top-2 experts) over 6
+ranks, searching how the ranks divide the work: the producer/trainer/server split
+and, on 4 trainers, dp x ep (docs/PARALLEL.md), with the batch size and L1 budget.
 Each trial trains --warmup unmeasured steps, then --steps measured ones. A
 single short trial is noisy (+-10 % here), and the best of 72 noisy trials is
 biased upwards (the winner's curse), so the default, the grid's best and
@@ -13,7 +16,7 @@ Optuna's best configurations are then re-measured alike: --repeats runs of
 ratios of the re-measured medians: tuned (grid best) / default, and Optuna's
 best / the grid's best (the raw, single-trial ratios are printed too).
 
-usage: bench_tune.py [--build DIR] [--steps N] [--warmup N]
+usage: bench_tune.py [--build DIR] [--steps N] [--warmup N] [--scenario store|layouts]
 """
 import argparse
 import csv
@@ -36,10 +39,24 @@ GRID_TRIALS = 2 * 3 * 2 * 2 * 3
 DEFAULT = ["--tune.space_l1_mb=64", "--tune.space_l2_mb=256", "--tune.space_prefetch_depth=2",
            "--tune.space_policy=lookahead", "--tune.space_layout=1/2/1", "--tune.space_batch_size=256"]
 
+# The layouts scenario (issue 13): 6 ranks, the MoE deck; every split of the ranks
+# and of 4 trainers into dp x ep, batch size per trainer, L1 budget.
+LAYOUTS = "1/4/1|1/4/1,ep=2|1/4/1,ep=4|1/4/1,dp=2,ep=2|2/3/1|1/3/2|2/2/2,ep=2|1/2/3,ep=2"
+SPACE_LAYOUTS = ["--tune.space_l1_mb=4|64", "--tune.space_l2_mb=256", "--tune.space_prefetch_depth=2",
+                 "--tune.space_policy=lookahead", "--tune.space_layout=" + LAYOUTS,
+                 "--tune.space_batch_size=128|256|512"]
+GRID_TRIALS_LAYOUTS = 2 * 8 * 3
+DEFAULT_LAYOUTS = ["--tune.space_l1_mb=64", "--tune.space_l2_mb=256", "--tune.space_prefetch_depth=2",
+                   "--tune.space_policy=lookahead", "--tune.space_layout=1/4/1,ep=2", "--tune.space_batch_size=128"]
+SCENARIOS = {"store": ("default.ini", 4, SPACE, GRID_TRIALS, DEFAULT),
+             "layouts": ("moe.ini", 6, SPACE_LAYOUTS, GRID_TRIALS_LAYOUTS, DEFAULT_LAYOUTS)}
+SCENARIO = SCENARIOS["store"]
+
 
 def tune(build, out, plugin, trials, extra, steps, warmup):
     shutil.rmtree(out, ignore_errors=True)
-    cmd = mpirun(4) + [os.path.join(build, "bin", "strata"), "tune", "--config", os.path.join(ROOT, "inputs", "default.ini"),
+    deck, ranks = SCENARIO[0], SCENARIO[1]
+    cmd = mpirun(ranks) + [os.path.join(build, "bin", "strata"), "tune", "--config", os.path.join(ROOT, "inputs", deck),
             f"--tune.plugin={plugin}", f"--tune.trials={trials}", f"--tune.trial_steps={steps}",
             f"--tune.warmup_steps={warmup}", "--tune.l1_limit_mb=1024", "--tune.l2_limit_mb=8192",
             "--output.dir=" + out, *LINKS, *extra]
@@ -78,16 +95,21 @@ def main():
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--warmup", type=int, default=15)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--scenario", choices=sorted(SCENARIOS), default="store")
     args = p.parse_args()
+    global SCENARIO
+    SCENARIO = SCENARIOS[args.scenario]
+    _, _, space, grid_trials, default_space = SCENARIO
+    print(f"scenario {args.scenario}: inputs/{SCENARIO[0]} on {SCENARIO[1]} ranks")
     work = tempfile.mkdtemp(prefix="strata-bench-tune-")
-    _, default = tune(args.build, os.path.join(work, "default"), "grid", 1, DEFAULT, args.steps, args.warmup)
+    _, default = tune(args.build, os.path.join(work, "default"), "grid", 1, default_space, args.steps, args.warmup)
     print(f"default deck: {float(default['samples_per_s']):.0f} samples/s ({describe(default)})")
-    rows, grid = tune(args.build, os.path.join(work, "grid"), "grid", GRID_TRIALS, SPACE, args.steps, args.warmup)
+    rows, grid = tune(args.build, os.path.join(work, "grid"), "grid", grid_trials, space, args.steps, args.warmup)
     print(f"grid: {len(rows)} trials, best {float(grid['samples_per_s']):.0f} samples/s ({describe(grid)})")
-    budget = GRID_TRIALS // 4
+    budget = grid_trials // 4
     study = os.path.join(work, "study.journal")
     rows, best = tune(args.build, os.path.join(work, "optuna"), "optuna", budget,
-                      SPACE + ["--tune.study=" + study, "--tune.seed=3"], args.steps, args.warmup)
+                      space + ["--tune.study=" + study, "--tune.seed=3"], args.steps, args.warmup)
     print(f"optuna: {len(rows)} trials, best {float(best['samples_per_s']):.0f} samples/s ({describe(best)})")
     print(f"single-trial ratios: grid best / default {float(grid['samples_per_s']) / float(default['samples_per_s']):.3f}, "
           f"optuna best / grid best {float(best['samples_per_s']) / float(grid['samples_per_s']):.3f}")
@@ -97,8 +119,9 @@ def main():
         medians[name], runs = remeasure(args.build, work, "re_" + name, row, long_steps, args.warmup, args.repeats)
         print(f"re-measured {name} best ({long_steps} steps x {args.repeats}): median {medians[name]:.0f} "
               f"samples/s (runs {', '.join(f'{v:.0f}' for v in runs)})")
-    print(f"ratio tuned/default samples/s (target >= 1.3): {medians['grid'] / medians['default']:.3f}")
-    print(f"ratio optuna@{budget}/grid@{GRID_TRIALS} best samples/s (target >= 0.95): "
+    tag = "" if args.scenario == "store" else f" ({args.scenario})"
+    print(f"ratio tuned/default{tag} samples/s (target >= 1.3): {medians['grid'] / medians['default']:.3f}")
+    print(f"ratio optuna@{budget}/grid@{grid_trials}{tag} best samples/s (target >= 0.95): "
           f"{medians['optuna'] / medians['grid']:.3f}")
 
 

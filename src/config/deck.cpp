@@ -111,6 +111,9 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("model.capacity_factor", o.model.capacity_factor,
     "moe: each expert takes at most ceil(factor x batch_size x top_k / num_experts) samples of a trainer's batch, "
     "the rest are dropped (0 = dropless)");
+  v("model.eval_capacity_factor", o.model.eval_capacity_factor,
+    "moe: the capacity factor of evaluation (0 = dropless, the default: drops trade training compute, and a "
+    "served model does not drop)");
   v("model.aux_loss_weight", o.model.aux_loss_weight,
     "moe: weight of the load-balancing loss num_experts x sum_e f_e P_e (0 = off)");
   v("model.expert_mlp", o.model.expert_mlp, "mmoe, ple: every expert's layer widths (ReLU after each)");

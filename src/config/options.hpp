@@ -86,6 +86,7 @@ struct ModelOptions {
   int num_experts = 4;                    // moe: expert towers (each a top MLP); layout.ep must divide it
   int top_k = 1;                          // moe: experts per sample, 1 (Switch) or 2 (GShard, weights renormalised)
   double capacity_factor = 0;             // moe: tokens per expert <= ceil(factor x batch x top_k / experts) per trainer batch (0 = dropless)
+  double eval_capacity_factor = 0;        // moe: the same in evaluation (0 = dropless, the default)
   double aux_loss_weight = 0.01;          // moe: weight of the load-balancing loss, experts x sum_e f_e P_e (0 = off)
   std::string expert_mlp = "64,32";       // mmoe, ple: every expert's widths (ReLU after each layer)
   std::string tower_mlp = "16";           // mmoe, ple: each task's tower hidden widths (a width-1 output is added)

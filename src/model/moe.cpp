@@ -39,6 +39,11 @@ void check_moe_options(const ModelOptions& options) {
     throw Error("model.capacity_factor = " + std::to_string(options.capacity_factor) + " is not a number >= 0",
                 "set model.capacity_factor = 0 (dropless) or a factor such as 1.25");
   }
+  if (!(std::isfinite(options.eval_capacity_factor) && options.eval_capacity_factor >= 0)) {
+    throw Error("model.eval_capacity_factor = " + std::to_string(options.eval_capacity_factor) +
+                    " is not a number >= 0",
+                "set model.eval_capacity_factor = 0 (dropless evaluation, the default) or a factor such as 2");
+  }
   if (!(std::isfinite(options.aux_loss_weight) && options.aux_loss_weight >= 0)) {
     throw Error("model.aux_loss_weight = " + std::to_string(options.aux_loss_weight) + " is not a number >= 0",
                 "set model.aux_loss_weight >= 0, e.g. 0.01 (0 = no load-balancing loss)");
@@ -52,6 +57,7 @@ MoeShape moe_shape(const ModelOptions& options, int num_dense, int num_tables) {
   shape.num_experts = options.num_experts;
   shape.top_k = options.top_k;
   shape.capacity_factor = options.capacity_factor;
+  shape.eval_capacity_factor = options.eval_capacity_factor;
   shape.aux_loss_weight = float(options.aux_loss_weight);
   return shape;
 }
@@ -84,7 +90,9 @@ struct Moe::Impl {
   std::vector<Expert> experts;
   DotInteraction interaction;
   std::vector<EmbeddingBagPooling> pooling;
-  ExpertRouter router;
+  ExpertRouter router;       // training: model.capacity_factor
+  ExpertRouter eval_router;  // predict: model.eval_capacity_factor
+  ExpertRouter* routing = &router;  // the one forward uses
   BceLoss loss;
   ExpertGroup* group = nullptr;
   RoutingStats stats;
@@ -130,6 +138,7 @@ struct Moe::Impl {
         interaction(s.dlrm.num_tables + 1, s.dlrm.dim),
         pooling(size_t(s.dlrm.num_tables), EmbeddingBagPooling(s.dlrm.dim, s.dlrm.pooling)),
         router(s.num_experts, s.top_k, s.capacity_factor),
+        eval_router(s.num_experts, s.top_k, s.eval_capacity_factor),
         features(size_t(s.dlrm.num_tables) + 1),
         dfeatures(size_t(s.dlrm.num_tables) + 1),
         slots(size_t(s.num_experts)) {
@@ -226,6 +235,7 @@ struct Moe::Impl {
     }
     interaction.forward(B, features.data(), z.data());
     gate.forward(params, z.data(), B, gate_logits.data());
+    ExpertRouter& router = *routing;
     router.route(B, gate_logits.data());
     for (auto& s : slots) s.clear();
     for (int b = 0; b < B; ++b) {
@@ -277,7 +287,7 @@ struct Moe::Impl {
     for (int b = 0; b < B; ++b) {
       float logit = 0.0f;
       for (int j = 0; j < shape.top_k; ++j) {
-        if (router.kept(b, j)) logit += router.weight(b, j) * outs[size_t(b) * K + j];
+        if (routing->kept(b, j)) logit += routing->weight(b, j) * outs[size_t(b) * K + j];
       }
       logits[size_t(b)] = logit;
     }
@@ -511,7 +521,17 @@ double Moe::forward_backward(const data::Batch& batch, const std::vector<const f
 void Moe::predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) {
   Impl& m = *impl_;
   check_dlrm_batch(m.shape.dlrm, batch, rows, nullptr, "Moe");
-  const float* logits = m.forward(batch, rows);
+  // Evaluation routes with its own capacity (dropless by default): drops are a
+  // training-time trade of compute for quality, not part of the model.
+  m.routing = &m.eval_router;
+  const float* logits = nullptr;
+  try {
+    logits = m.forward(batch, rows);
+  } catch (...) {
+    m.routing = &m.router;
+    throw;
+  }
+  m.routing = &m.router;
   backend::sigmoid(batch.size, logits, probs);
 }
 

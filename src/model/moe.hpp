@@ -32,11 +32,13 @@ struct MoeShape {
   int num_experts = 1;
   int top_k = 1;
   double capacity_factor = 0;   // 0 = dropless
+  double eval_capacity_factor = 0;  // predict's capacity; 0 = dropless
   float aux_loss_weight = 0;
 };
 
 // The expert keys alone (the deck checks them before any rank starts): strata::Error
-// naming model.num_experts, model.top_k, model.capacity_factor or model.aux_loss_weight.
+// naming model.num_experts, model.top_k, model.capacity_factor, model.eval_capacity_factor
+// or model.aux_loss_weight.
 void check_moe_options(const ModelOptions& options);
 
 // dlrm_shape plus check_moe_options.

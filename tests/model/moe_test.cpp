@@ -256,6 +256,26 @@ TEST(Moe, CapacityCapsEveryExpert) {
   EXPECT_TRUE(model.take_routing_stats().routed.empty()) << "take_routing_stats resets";
 }
 
+// Training drops by model.capacity_factor; evaluation routes by
+// model.eval_capacity_factor, dropless by default: predict is then the dropless
+// model's, batch-invariant, and with an evaluation capacity it drops too.
+TEST(Moe, EvaluationHasItsOwnCapacity) {
+  Fixture f = moe_fixture(40, 4, 5);
+  ModelOptions capped = moe_options(4, 1, 0.5);
+  Moe trained_capped(capped, 3, 3, 3), dropless(moe_options(4, 1, 0), 3, 3, 3);
+  std::vector<float> a(40), b(40);
+  trained_capped.predict(f.batch, f.row_ptrs(), a.data());
+  dropless.predict(f.batch, f.row_ptrs(), b.data());
+  EXPECT_EQ(a, b) << "same weights: evaluation is dropless whatever the training capacity";
+  EXPECT_TRUE(trained_capped.take_routing_stats().routed.empty()) << "predict is not counted as routing";
+  capped.eval_capacity_factor = 0.5;
+  Moe eval_capped(capped, 3, 3, 3);
+  eval_capped.predict(f.batch, f.row_ptrs(), a.data());
+  EXPECT_NE(a, b) << "an evaluation capacity of 0.5 drops some of 40 samples' choices";
+  capped.eval_capacity_factor = -1;
+  EXPECT_NE(error_text([&] { Moe(capped, 3, 3, 1); }).find("model.eval_capacity_factor"), std::string::npos);
+}
+
 TEST(Moe, OptionsAreChecked) {
   EXPECT_NE(error_text([] { Moe(moe_options(0, 1, 0), 3, 3, 1); }).find("model.num_experts"), std::string::npos);
   EXPECT_NE(error_text([] { Moe(moe_options(4, 3, 0), 3, 3, 1); }).find("model.top_k"), std::string::npos);
