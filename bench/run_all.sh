@@ -55,6 +55,10 @@ echo
 echo
 /usr/bin/python3 bench/multi_model/bench_co_training.py --build "$BUILD_DIR" | tee "$OUT/co_training.txt"
 
+# Parallel layouts (issue 13): expert and sequence parallel, capacity against dropless.
+echo
+/usr/bin/python3 bench/parallel/bench_layouts.py --build "$BUILD_DIR" | tee "$OUT/layouts.txt"
+
 # Checkpoints (pause, bytes, GB/s against the disk) and text vs HDF5 reading.
 echo
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target strata bench_read_speed
@@ -63,7 +67,9 @@ cmake --build "$BUILD_DIR" -j "$(nproc)" --target strata bench_read_speed
 # The tuner: tuned vs default, Optuna vs the exhaustive grid.
 echo
 /usr/bin/python3 bench/tune/bench_tune.py --build "$BUILD_DIR" | tee "$OUT/tune.txt"
+/usr/bin/python3 bench/tune/bench_tune.py --build "$BUILD_DIR" --scenario layouts | tee -a "$OUT/tune.txt"
 
 # Every benchmark's ratios together, last.
 echo
-grep -h '^ratio' "$OUT/dlrm.txt" "$OUT/tiered.txt" "$OUT/scheme_b.txt" "$OUT/co_training.txt" "$OUT/checkpoint.txt" "$OUT/tune.txt"
+grep -h '^ratio' "$OUT/dlrm.txt" "$OUT/tiered.txt" "$OUT/scheme_b.txt" "$OUT/co_training.txt" "$OUT/layouts.txt" \
+  "$OUT/checkpoint.txt" "$OUT/tune.txt"
