@@ -188,11 +188,7 @@ data::Hdf5DatasetHeader make_header(const DataOptions& options, const std::strin
   header.source = options.source;
   header.input = input;
   header.num_dense = data::text_num_dense(options);
-  if (const int tasks = data::text_num_tasks(options); tasks != 1) {
-    throw Error("data.csv_columns declares " + std::to_string(tasks) +
-                    " label columns; converted HDF5 datasets hold one label per sample",
-                "train multi-task data (model.kind = mmoe | ple) from the CSV file itself (data.source = csv)");
-  }
+  header.num_tasks = data::text_num_tasks(options);
   header.multi_hot.assign(size_t(data::text_num_tables(options)), false);
   if (options.source == "csv") {
     const data::CsvSchema schema = data::parse_csv_schema(options);

@@ -78,6 +78,9 @@ OpenDataset open_dataset(const std::string& path) {
   shape.num_rows = checked_attribute(file, path, format::kNumRowsAttr, 1, std::numeric_limits<int64_t>::max() / 4);
   shape.num_dense = int(checked_attribute(file, path, format::kNumDenseAttr, 0, format::kMaxColumns));
   shape.num_tables = int(checked_attribute(file, path, format::kNumTablesAttr, 0, format::kMaxColumns));
+  if (hdf5_has_attribute(file, format::kNumTasksAttr)) {
+    shape.num_tasks = int(checked_attribute(file, path, format::kNumTasksAttr, 2, format::kMaxTasks));
+  }
   if (shape.source == "csv" && hdf5_has_attribute(file, format::kCsvColumnsAttr)) {
     shape.csv_columns = hdf5_read_string_attribute(file, format::kCsvColumnsAttr, what, kRewriteFix);
   }
@@ -89,7 +92,8 @@ OpenDataset open_dataset(const std::string& path) {
   }
 
   const int64_t n = shape.num_rows;
-  ds.labels = open_column(path, file, format::kLabels, Element::kFloat32, {n});
+  ds.labels = shape.num_tasks > 1 ? open_column(path, file, format::kLabels, Element::kFloat32, {n, shape.num_tasks})
+                                  : open_column(path, file, format::kLabels, Element::kFloat32, {n});
   ds.dense = open_column(path, file, format::kDense, Element::kFloat32, {n, shape.num_dense});
   shape.chunk_rows = chunk_rows_of(ds.labels);
 
@@ -200,14 +204,15 @@ class Hdf5SampleReader final : public SampleReader {
     const Hdf5QuietErrors quiet;
     const int num_dense = ds_.shape.num_dense;
     const int num_tables = ds_.shape.num_tables;
-    if (batch.num_dense != num_dense || batch.tables.size() != size_t(num_tables)) {
+    const int num_tasks = ds_.shape.num_tasks;
+    if (batch.num_dense != num_dense || batch.tables.size() != size_t(num_tables) || batch.num_tasks != num_tasks) {
       if (batch.size != 0) {
         throw Error("batch has " + std::to_string(batch.num_dense) + " dense and " +
                         std::to_string(batch.tables.size()) + " tables, " + in_quotes(ds_.path) + " gives " +
                         std::to_string(num_dense) + " and " + std::to_string(num_tables),
                     "reset the batch with hdf5_num_dense() and hdf5_num_tables()");
       }
-      batch.reset(num_dense, num_tables);
+      batch.reset(num_dense, num_tables, num_tasks);
     }
     int32_t delivered = 0;
     while (delivered < max_samples && next_ < end_) {
@@ -245,9 +250,9 @@ class Hdf5SampleReader final : public SampleReader {
     const int64_t rows = last - first;
     const Hdf5DatasetShape& shape = ds_.shape;
     block_first_ = block_end_ = first;  // empty until every column is read
-    labels_.resize(size_t(rows));
+    labels_.resize(size_t(rows * shape.num_tasks));
     dense_.resize(size_t(rows * shape.num_dense));
-    read_rows(ds_.path, format::kLabels, ds_.labels, Element::kFloat32, first, rows, 1, labels_.data());
+    read_rows(ds_.path, format::kLabels, ds_.labels, Element::kFloat32, first, rows, shape.num_tasks, labels_.data());
     read_rows(ds_.path, format::kDense, ds_.dense, Element::kFloat32, first, rows, shape.num_dense, dense_.data());
     for (int t = 0; t < shape.num_tables; ++t) {
       const TableColumns& table = ds_.tables[size_t(t)];
@@ -287,7 +292,8 @@ class Hdf5SampleReader final : public SampleReader {
   // Appends rows [at, at + n) of the block to the batch, in the text reader's form.
   void append_rows(int64_t at, int64_t n, Batch& batch) {
     const int num_dense = ds_.shape.num_dense;
-    batch.labels.insert(batch.labels.end(), labels_.begin() + at, labels_.begin() + at + n);
+    const int tasks = ds_.shape.num_tasks;
+    batch.labels.insert(batch.labels.end(), labels_.begin() + at * tasks, labels_.begin() + (at + n) * tasks);
     batch.dense.insert(batch.dense.end(), dense_.begin() + at * num_dense, dense_.begin() + (at + n) * num_dense);
     for (size_t t = 0; t < batch.tables.size(); ++t) {
       SparseBags& bags = batch.tables[t];
@@ -322,7 +328,7 @@ class Hdf5SampleReader final : public SampleReader {
   int64_t next_ = 0;             // next row to deliver
   int64_t block_rows_ = 1;
   int64_t block_first_ = 0, block_end_ = 0;  // rows held by the block buffers
-  std::vector<float> labels_;                // (block rows)
+  std::vector<float> labels_;                // (block rows, num_tasks)
   std::vector<float> dense_;                 // (block rows, num_dense)
   std::vector<std::vector<uint64_t>> table_keys_;    // (num_tables) (block rows) or (block nnz)
   std::vector<std::vector<int64_t>> table_offsets_;  // (num_tables) (block rows + 1), multi-hot only

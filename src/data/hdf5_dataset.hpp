@@ -25,6 +25,7 @@ struct Hdf5DatasetShape {
   int64_t num_rows = 0;               // N samples
   int num_dense = 0;                  // dense features per sample
   int num_tables = 0;                 // categorical features (embedding tables)
+  int num_tasks = 1;                  // labels per sample (attribute num_tasks, absent = 1)
   std::vector<bool> multi_hot;        // (num_tables) true: 0..n keys per bag; false: exactly 1
   int64_t chunk_rows = 0;             // rows per HDF5 chunk of the per-row datasets
   std::string csv_columns;            // data.csv_columns of a csv source ("" for criteo)

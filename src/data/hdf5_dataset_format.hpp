@@ -2,7 +2,7 @@
 // (strata convert) and the reader. docs/DATA_HDF5.md describes the layout:
 //
 //   /                 attrs format, format_version, source, num_rows, num_dense, num_tables, ...
-//   /labels           float32 (N)
+//   /labels           float32 (N), or (N, num_tasks) for multi-task data (root attr num_tasks > 1)
 //   /dense            float32 (N, num_dense)   already log(1 + max(x, 0))
 //   /tables/<t>       group per table t = 0 .. num_tables-1, attr multi_hot (0 | 1)
 //   /tables/<t>/keys     uint64 (N) one-hot, or (nnz_t) multi-hot: feature_key of each value
@@ -34,6 +34,8 @@ inline constexpr const char* kSourceAttr = "source";  // criteo | csv | sequence
 inline constexpr const char* kNumRowsAttr = "num_rows";
 inline constexpr const char* kNumDenseAttr = "num_dense";
 inline constexpr const char* kNumTablesAttr = "num_tables";
+inline constexpr const char* kNumTasksAttr = "num_tasks";  // optional: absent = 1 label per sample
+inline constexpr int64_t kMaxTasks = 16;
 inline constexpr const char* kChunkRowsAttr = "chunk_rows";
 inline constexpr const char* kCsvColumnsAttr = "csv_columns";      // csv only
 inline constexpr const char* kCsvDelimiterAttr = "csv_delimiter";  // csv only

@@ -67,6 +67,8 @@ class Hdf5DatasetWriter::Impl {
     hdf5_write_string_attribute(root, format::kSourceAttr, header.source);
     hdf5_write_int_attribute(root, format::kNumDenseAttr, header.num_dense);
     hdf5_write_int_attribute(root, format::kNumTablesAttr, num_tables);
+    if (header.num_tasks > 1) hdf5_write_int_attribute(root, format::kNumTasksAttr, header.num_tasks);
+    num_tasks_ = header.num_tasks;
     if (header.source == "csv") {
       hdf5_write_string_attribute(root, format::kCsvColumnsAttr, header.csv_columns);
       hdf5_write_string_attribute(root, format::kCsvDelimiterAttr, header.csv_delimiter);
@@ -79,8 +81,10 @@ class Hdf5DatasetWriter::Impl {
 
     const bool shuffle = options.shuffle;
     labels_ = std::make_unique<ChunkedColumn>(
-        root, ColumnLayout{format::kLabels, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, 1, shuffle}, chunk_rows_,
-        options, path);
+        root,
+        ColumnLayout{format::kLabels, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, header.num_tasks > 1 ? 2 : 1,
+                     header.num_tasks, shuffle},
+        chunk_rows_, options, path);
     dense_ = std::make_unique<ChunkedColumn>(
         root, ColumnLayout{format::kDense, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, header.num_dense, shuffle},
         chunk_rows_, options, path);
@@ -118,7 +122,8 @@ class Hdf5DatasetWriter::Impl {
   void append(const Batch& batch) {
     const Hdf5QuietErrors quiet;
     const size_t b = size_t(batch.size);
-    if (batch.num_dense != header_.num_dense || batch.tables.size() != tables_.size() || batch.labels.size() != b ||
+    if (batch.num_dense != header_.num_dense || batch.tables.size() != tables_.size() ||
+        batch.num_tasks != num_tasks_ || batch.labels.size() != b * size_t(num_tasks_) ||
         batch.dense.size() != b * size_t(batch.num_dense)) {
       throw Error("batch of " + std::to_string(batch.num_dense) + " dense and " +
                       std::to_string(batch.tables.size()) + " tables does not fit '" + path_ + "' (" +
@@ -188,7 +193,8 @@ class Hdf5DatasetWriter::Impl {
   Hdf5DatasetHeader header_;
   int64_t chunk_rows_ = 0;
   Hdf5Handle file_;
-  std::unique_ptr<ChunkedColumn> labels_;  // (rows)
+  std::unique_ptr<ChunkedColumn> labels_;  // (rows) or (rows, num_tasks)
+  int num_tasks_ = 1;
   std::unique_ptr<ChunkedColumn> dense_;   // (rows, num_dense)
   std::vector<Table> tables_;
 };

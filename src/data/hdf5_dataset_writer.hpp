@@ -25,6 +25,7 @@ struct Hdf5WriterOptions {
 struct Hdf5DatasetHeader {
   std::string source;           // criteo | csv
   int num_dense = 0;            // dense features per sample
+  int num_tasks = 1;            // labels per sample (multi-task csv: one per label column)
   std::vector<bool> multi_hot;  // (num_tables) tables whose bags hold 0..n keys
   std::string csv_columns;      // csv: data.csv_columns
   std::string csv_delimiter;    // csv: data.csv_delimiter

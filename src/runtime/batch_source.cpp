@@ -210,7 +210,7 @@ DataShape data_shape(const DataOptions& options) {
   }
   if (options.source == "hdf5") {
     const auto shape = data::read_hdf5_shape(options.train);
-    return {shape.num_dense, shape.num_tables};
+    return {shape.num_dense, shape.num_tables, shape.num_tasks};
   }
   return {data::text_num_dense(options), data::text_num_tables(options), data::text_num_tasks(options)};
 }

@@ -228,6 +228,34 @@ TEST_F(Hdf5DatasetTest, CsvWithoutDenseOrOneHotColumns) {
   expect_same(read_text(options, text_path, 2), read_hdf5(h5, 0, 1, 2));
 }
 
+// Multi-task CSV (one label column per task): labels (N, num_tasks) and the
+// num_tasks attribute; the file reads back as the text does, every task's label.
+TEST_F(Hdf5DatasetTest, MultiTaskLabelsRoundTrip) {
+  DataOptions options;
+  options.source = "csv";
+  options.csv_columns = "label,dense:1,label,cat:1,label";
+  std::string text;
+  for (int i = 0; i < 40; ++i) {
+    text += std::to_string(i % 2) + "," + std::to_string(i) + "," + std::to_string((i / 3) % 2) + ",c" +
+            std::to_string(i % 5) + "," + std::to_string((i / 7) % 2) + "\n";
+  }
+  const std::string text_path = dir_.file("tasks.csv", text);
+  const std::string h5 = dir_.path() + "/tasks.h5";
+  convert({"--from", "csv", "--to", h5, "--input", text_path, "--data.csv_columns=" + options.csv_columns,
+           "--chunk-rows", "8"});
+  EXPECT_EQ(read_hdf5_shape(h5).num_tasks, 3);
+  const Drained from_text = read_text(options, text_path, 6);
+  ASSERT_EQ(from_text.labels.size(), 120u);
+  for (const int64_t block_rows : {0, 5, 64}) expect_same(from_text, read_hdf5(h5, 0, 1, 6, block_rows));
+  // A single-task file has no num_tasks attribute and reads as one label per sample.
+  const std::string single = dir_.path() + "/single.h5";
+  DataOptions one = options;
+  one.csv_columns = "label,dense:1,skip:1,cat:1,skip:1";
+  convert({"--from", "csv", "--to", single, "--input", text_path, "--data.csv_columns=" + one.csv_columns});
+  EXPECT_EQ(read_hdf5_shape(single).num_tasks, 1);
+  EXPECT_EQ(read_hdf5(single, 0, 1, 6).labels.size(), 40u);
+}
+
 TEST_F(Hdf5DatasetTest, DeflatesOnlyTheDatasetsThatShrinkALot) {
   std::string text;
   for (int i = 0; i < 300; ++i) {
