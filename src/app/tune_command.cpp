@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 
+#include "comm/collectives.hpp"
 #include "comm/mpi_channel.hpp"
 #include "comm/wire.hpp"
 #include "common/error.hpp"
@@ -107,7 +108,7 @@ int world_rank() {
 
 // Rank 0: turns the plugin's next trial into an order (with its pre-run checks).
 TrialOrder next_order(Tuner& tuner, const RunOptions& base, const std::vector<std::string>& args, int world_size,
-                      std::optional<Trial>& trial) {
+                      int nodes, std::optional<Trial>& trial) {
   TrialOrder order;
   trial = tuner.ask();
   if (!trial) return order;
@@ -136,6 +137,18 @@ TrialOrder next_order(Tuner& tuner, const RunOptions& base, const std::vector<st
         order.skip_reason = "store.l1_mb = " + format_number(options.store.l1_mb) + " holds " +
                             std::to_string(l1_rows) + " rows but a prefetch window needs " + std::to_string(window);
       }
+      // Every budget fits the machine on its own (the deck checks that); the
+      // layout's ranks together must fit it too.
+      const double memory = physical_memory_mib();
+      const double budgets = (double(options.layout.trainers) * options.store.l1_mb +
+                              double(options.layout.producers) * options.store.l2_mb) / double(std::max(nodes, 1));
+      if (order.skip_reason.empty() && memory > 0 && budgets > memory) {
+        order.skip_reason = "the layout's budgets do not fit in memory: " + std::to_string(options.layout.trainers) +
+                            " trainers x store.l1_mb = " + format_number(options.store.l1_mb) + " MiB + " +
+                            std::to_string(options.layout.producers) + " producers x store.l2_mb = " +
+                            format_number(options.store.l2_mb) + " MiB is " + std::to_string(int64_t(budgets + 0.5)) +
+                            " MiB per node, more than its " + std::to_string(int64_t(memory)) + " MiB";
+      }
     }
   } catch (const Error& e) {
     // A configuration the engine refuses (e.g. more producers than trainers)
@@ -152,6 +165,8 @@ int run_tune_command(const std::vector<std::string>& args) {
   const RunOptions base = parse_run_options(args);
   int world_size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  const int on_node = comm::ranks_on_node(MPI_COMM_WORLD);
+  const int nodes = (world_size + on_node - 1) / std::max(on_node, 1);  // the job's ranks are spread over these
   const bool root = world_rank() == 0;
   std::unique_ptr<Tuner> tuner;
   std::unique_ptr<TrialLog> log;
@@ -189,7 +204,7 @@ int run_tune_command(const std::vector<std::string>& args) {
     TrialOrder order;
     if (root) {
       try {
-        order = next_order(*tuner, base, args, world_size, trial);
+        order = next_order(*tuner, base, args, world_size, nodes, trial);
       } catch (...) {
         broadcast(TrialOrder{});  // release the other ranks, then report
         throw;

@@ -89,6 +89,15 @@ void barrier(MPI_Comm comm) {
   wait_for(request, "a barrier", comm, {});
 }
 
+int ranks_on_node(MPI_Comm comm) {
+  MPI_Comm node = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  int size = 1;
+  MPI_Comm_size(node, &size);
+  MPI_Comm_free(&node);
+  return size;
+}
+
 std::vector<char> gather_bytes(const void* send, int bytes, int root, MPI_Comm comm) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(comm, &rank);

@@ -21,6 +21,10 @@ double wait(MPI_Request& request, const Service& service = {});
 // Returns once every rank of comm has called it.
 void barrier(MPI_Comm comm);
 
+// The ranks of comm that share this rank's node (its shared-memory domain), so its
+// cores and memory. Collective over comm.
+int ranks_on_node(MPI_Comm comm);
+
 // In place: data (count of type) <- op over every rank of comm.
 void allreduce(void* data, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, const Service& service = {});
 

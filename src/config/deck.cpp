@@ -403,12 +403,6 @@ std::string line_list(const std::vector<int>& lines) {
   return text;
 }
 
-// Physical memory of this machine in MiB (0 when it cannot be read).
-double physical_memory_mib() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? double(pages) * double(page) / 1048576.0 : 0.0;
-}
-
 Error unknown_key_error(const std::string& key, const std::string& where) {
   std::string suggestion = closest_key(key);
   return Error("unknown key '" + key + "'" + where,
@@ -417,6 +411,12 @@ Error unknown_key_error(const std::string& key, const std::string& where) {
 }
 
 }  // namespace
+
+// Physical memory of this machine in MiB (0 when it cannot be read).
+double physical_memory_mib() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) / 1048576.0 : 0.0;
+}
 
 RunOptions parse_run_options(const std::vector<std::string>& raw_args) { return parse_run_options(raw_args, nullptr); }
 

@@ -33,6 +33,9 @@ RunOptions parse_run_options(const std::vector<std::string>& args, const DeckOve
 // Every deck key ("section.key"), in --help order.
 std::vector<std::string> deck_keys();
 
+// Physical memory of this machine in MiB (0 when it cannot be read).
+double physical_memory_mib();
+
 // Checks values that cannot be checked one key at a time (choices, ranges, shapes).
 void validate(const RunOptions& options);
 

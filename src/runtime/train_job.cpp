@@ -263,20 +263,6 @@ int run_train_job(const RunOptions& options, MPI_Comm world) {
   return run_train_job_with_result(options, world).exit_code;
 }
 
-namespace {
-
-// The ranks sharing this rank's node (its shared-memory domain): they share its cores.
-int ranks_on_node(MPI_Comm world) {
-  MPI_Comm node = MPI_COMM_NULL;
-  comm::check_mpi(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
-  int size = 1;
-  MPI_Comm_size(node, &size);
-  MPI_Comm_free(&node);
-  return size;
-}
-
-}  // namespace
-
 void check_model_reads_data(const RunOptions& options) {
   const DataShape shape = data_shape(options.data);
   model::make_model(options.model, shape.num_dense, shape.num_tables, options.train.seed, shape.num_tasks);
@@ -291,7 +277,7 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
   try {
     backend::select_device(backend::parse_device(options.runtime.device));  // cuda: a CUDA build and a GPU
     check_model_reads_data(options);
-    backend::configure_host_blas_threads(options.runtime.blas_threads, ranks_on_node(world));
+    backend::configure_host_blas_threads(options.runtime.blas_threads, comm::ranks_on_node(world));
   } catch (const Error& e) {
     int rank = 0;
     MPI_Comm_rank(world, &rank);

@@ -464,6 +464,24 @@ def case_tune_all_pruned(r):
     assert not os.path.exists(os.path.join(out, "best.ini"))
 
 
+def case_tune_memory_pruned(r):
+    """A trial whose budgets each fit the machine but whose layout's ranks together do
+    not (2 trainers x an L1 of 0.6 of the memory) is pruned before it runs, naming
+    the budgets and the memory; the other trial runs."""
+    memory_mib = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 1048576
+    big = int(memory_mib * 0.6)
+    out, rows = run_tune(r, "memory", 4, "--layout.trainers=2", "--tune.plugin=grid",
+                         f"--tune.space_l1_mb=1|{big}", "--tune.space_l2_mb=0.5", "--tune.space_prefetch_depth=1",
+                         "--tune.space_policy=lru", f"--tune.l1_limit_mb={big + 1}", "--tune.trials=2",
+                         "--tune.trial_steps=10", "--tune.warmup_steps=2")
+    by_l1 = {x["store.l1_mb"]: x for x in rows}
+    assert by_l1["1"]["state"] == "complete", rows
+    pruned = by_l1[str(big)]
+    assert pruned["state"] == "pruned" and "do not fit in memory" in pruned["reason"], pruned
+    assert "2 trainers x store.l1_mb" in pruned["reason"], pruned
+    assert not os.path.exists(os.path.join(out, "trial-%05d" % int(pruned["trial"]), "summary.json")), pruned
+
+
 def case_tune_grid(r):
     """strata tune inside one mpirun: the grid covers its space (including a
     layout change between trials), a trial whose L1 cannot hold a window is
