@@ -243,6 +243,25 @@ struct SyntheticDataset::Impl {
                      : to_unit_double(mix64(base ^ kLabelSalt, uint64_t(task))) < probability;
   }
 
+  // The teacher (seed tseed) sums of a bag of h value ranks: first-order w and pair e.
+  void bag_sums(uint64_t tseed, const uint64_t* values, size_t h, double& w, double* e) const {
+    for (size_t k = 0; k < h; ++k) {
+      const uint64_t v = values[k];
+      const double g = v < kRankShrinkCached ? rank_shrink[v] : 1.0 / std::sqrt(1.0 + double(v) / kRankScale);
+      add_value(tseed, v, g, w, e);
+    }
+  }
+  // A table's pair embedding e, scaled by ps, into the sample's running sum and squared norms.
+  static void add_pair(const double* e, double ps, double* pair, double& self_sum) {
+    double self = 0.0;
+    for (int c = 0; c < kTeacherDim; ++c) {
+      const double ec = e[c] * ps;
+      pair[c] += ec;
+      self += ec * ec;
+    }
+    self_sum += self;
+  }
+
   // The teacher's first-order and pair contributions of one key value (rank v) to
   // the sums w and e, from the hash of a teacher seed and v.
   static void add_value(uint64_t tseed, uint64_t v, double g, double& w, double* e) {
@@ -318,40 +337,17 @@ struct SyntheticDataset::Impl {
       for (size_t i = 0; i < n; ++i) {
         double w = 0.0;
         double e[kTeacherDim] = {0, 0, 0, 0};
-        for (size_t k = 0; k < h; ++k) {
-          const uint64_t v = values[i * h + k];
-          const double g =
-              v < kRankShrinkCached ? rank_shrink[v] : 1.0 / std::sqrt(1.0 + double(v) / kRankScale);
-          add_value(tseed, v, g, w, e);
-        }
+        bag_sums(tseed, values + i * h, h, w, e);
         for (size_t task = 0; task < extra; ++task) {
           double tw = 0.0;
           double te[kTeacherDim] = {0, 0, 0, 0};
-          for (size_t k = 0; k < h; ++k) {
-            const uint64_t v = values[i * h + k];
-            const double g =
-                v < kRankShrinkCached ? rank_shrink[v] : 1.0 / std::sqrt(1.0 + double(v) / kRankScale);
-            add_value(task_seed[task][size_t(t)], v, g, tw, te);
-          }
+          bag_sums(task_seed[task][size_t(t)], values + i * h, h, tw, te);
           task_logits[i * extra + task] += fo * tw;
-          double* pair = scratch.task_pair.data() + (i * extra + task) * kTeacherDim;
-          double self = 0.0;
-          for (int c = 0; c < kTeacherDim; ++c) {
-            const double ec = te[c] * ps;
-            pair[c] += ec;
-            self += ec * ec;
-          }
-          scratch.task_self[i * extra + task] += self;
+          add_pair(te, ps, scratch.task_pair.data() + (i * extra + task) * kTeacherDim,
+                   scratch.task_self[i * extra + task]);
         }
         logits[i] += fo * w;
-        double* pair = scratch.pair.data() + i * kTeacherDim;
-        double self = 0.0;
-        for (int c = 0; c < kTeacherDim; ++c) {
-          const double ec = e[c] * ps;
-          pair[c] += ec;
-          self += ec * ec;
-        }
-        scratch.self[i] += self;
+        add_pair(e, ps, scratch.pair.data() + i * kTeacherDim, scratch.self[i]);
       }
     }
 

@@ -73,15 +73,6 @@ bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-std::string error_text(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const strata::Error& e) {
-    return e.what();
-  }
-  return "(no strata::Error)";
-}
-
 }  // namespace
 
 TEST(Dlrm, ShapeAndParameterLayout) {

@@ -6,10 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
+#include "common/error.hpp"
 #include "common/rng.hpp"
 #include "data/batch.hpp"
+#include "model/dense_parameters.hpp"
 
 namespace strata::model::testing {
 
@@ -96,5 +100,76 @@ struct Fixture {
     return p;
   }
 };
+
+// What f throws as a strata::Error, or "(no strata::Error)".
+inline std::string error_text(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const strata::Error& e) {
+    return e.what();
+  }
+  return "(no strata::Error)";
+}
+
+// Biases uniform in [-0.3, 0.3), a function of their offset: zero biases would
+// leave ReLU units at their kinks and the gradient checks toothless.
+inline void perturb_biases(DenseParameters& p) {
+  for (const auto& s : p.slices())
+    if (s.name.find("bias") != std::string::npos) {
+      const auto b = random_vector(s.size(), s.offset, -0.3f, 0.3f);
+      std::copy(b.begin(), b.end(), p.values(s.offset));
+    }
+}
+
+// A click batch of B samples with `tasks` labels each, 3 dense features and 3 tables
+// (one-hot, multi-hot with empty bags, shared keys), rows of width dim.
+inline Fixture click_fixture(int B, int tasks, int dim, uint64_t seed) {
+  Fixture f;
+  data::Batch& b = f.batch;
+  b.size = B;
+  b.num_dense = 3;
+  b.num_tasks = tasks;
+  CounterRng rng(seed);
+  for (int i = 0; i < B * tasks; ++i) b.labels.push_back(rng.uniform() < 0.4 ? 1.0f : 0.0f);
+  b.dense = random_vector(size_t(B) * 3, seed + 1, 0.0f, 2.0f);
+  const int unique[3] = {7, 5, 3};
+  for (int t = 0; t < 3; ++t) {
+    std::vector<std::vector<int32_t>> bags(static_cast<size_t>(B));
+    for (int i = 0; i < B; ++i) {
+      const int len = t == 0 ? 1 : int(rng.next() % 3);
+      for (int k = 0; k < len; ++k) bags[size_t(i)].push_back(int32_t(rng.next() % unique[t]));
+    }
+    b.tables.push_back(make_bags(bags, unique[t]));
+    f.rows.push_back(random_vector(size_t(unique[t]) * dim, seed + 10 + t, -0.5f, 0.5f));
+    f.grads.emplace_back(size_t(unique[t]) * dim, 0.0f);
+  }
+  return f;
+}
+
+// The samples `picked` of a click_fixture, in that order, reading the same rows.
+inline Fixture sub_batch(const Fixture& f, const std::vector<int>& picked) {
+  Fixture out = f;
+  data::Batch& b = out.batch;
+  const int K = f.batch.num_tasks, D = f.batch.num_dense;
+  b.size = int(picked.size());
+  b.labels.clear();
+  b.dense.clear();
+  for (int s : picked) {
+    b.labels.insert(b.labels.end(), f.batch.labels.begin() + K * s, f.batch.labels.begin() + K * s + K);
+    b.dense.insert(b.dense.end(), f.batch.dense.begin() + D * s, f.batch.dense.begin() + D * s + D);
+  }
+  for (size_t t = 0; t < b.tables.size(); ++t) {
+    const auto& src = f.batch.tables[t];
+    auto& dst = b.tables[t];
+    dst.index.clear();
+    dst.offsets = {0};
+    for (int s : picked) {
+      dst.index.insert(dst.index.end(), src.index.begin() + src.offsets[size_t(s)],
+                       src.index.begin() + src.offsets[size_t(s) + 1]);
+      dst.offsets.push_back(int32_t(dst.index.size()));
+    }
+  }
+  return out;
+}
 
 }  // namespace strata::model::testing

@@ -26,53 +26,7 @@ using strata::data::Batch;
 
 namespace {
 
-// B samples, 3 dense features, 3 tables (one-hot, multi-hot with empty bags, shared keys).
-Fixture moe_fixture(int B, int dim, uint64_t seed) {
-  Fixture f;
-  Batch& b = f.batch;
-  b.size = B;
-  b.num_dense = 3;
-  strata::CounterRng rng(seed);
-  for (int i = 0; i < B; ++i) b.labels.push_back(rng.uniform() < 0.4 ? 1.0f : 0.0f);
-  b.dense = random_vector(size_t(B) * 3, seed + 1, 0.0f, 2.0f);
-  const int unique[3] = {7, 5, 3};
-  for (int t = 0; t < 3; ++t) {
-    std::vector<std::vector<int32_t>> bags(static_cast<size_t>(B));
-    for (int i = 0; i < B; ++i) {
-      const int len = t == 0 ? 1 : int(rng.next() % 3);
-      for (int k = 0; k < len; ++k) bags[size_t(i)].push_back(int32_t(rng.next() % unique[t]));
-    }
-    b.tables.push_back(make_bags(bags, unique[t]));
-    f.rows.push_back(random_vector(size_t(unique[t]) * dim, seed + 10 + t, -0.5f, 0.5f));
-    f.grads.emplace_back(size_t(unique[t]) * dim, 0.0f);
-  }
-  return f;
-}
-
-// The samples `picked` of f, in that order, reading the same rows.
-Fixture sub_batch(const Fixture& f, const std::vector<int>& picked) {
-  Fixture out = f;
-  Batch& b = out.batch;
-  b.size = int(picked.size());
-  b.labels.clear();
-  b.dense.clear();
-  for (int s : picked) {
-    b.labels.push_back(f.batch.labels[size_t(s)]);
-    b.dense.insert(b.dense.end(), f.batch.dense.begin() + 3 * s, f.batch.dense.begin() + 3 * s + 3);
-  }
-  for (size_t t = 0; t < b.tables.size(); ++t) {
-    const auto& src = f.batch.tables[t];
-    auto& dst = b.tables[t];
-    dst.index.clear();
-    dst.offsets = {0};
-    for (int s : picked) {
-      dst.index.insert(dst.index.end(), src.index.begin() + src.offsets[size_t(s)],
-                       src.index.begin() + src.offsets[size_t(s) + 1]);
-      dst.offsets.push_back(int32_t(dst.index.size()));
-    }
-  }
-  return out;
-}
+Fixture moe_fixture(int B, int dim, uint64_t seed) { return click_fixture(B, 1, dim, seed); }
 
 ModelOptions moe_options(int experts, int top_k, double capacity_factor, double aux = 0.05) {
   ModelOptions o;
@@ -85,23 +39,6 @@ ModelOptions moe_options(int experts, int top_k, double capacity_factor, double 
   o.capacity_factor = capacity_factor;
   o.aux_loss_weight = aux;
   return o;
-}
-
-void perturb_biases(DenseParameters& p) {
-  for (const auto& s : p.slices())
-    if (s.name.find("bias") != std::string::npos) {
-      const auto b = random_vector(s.size(), s.offset, -0.3f, 0.3f);
-      std::copy(b.begin(), b.end(), p.values(s.offset));
-    }
-}
-
-std::string error_text(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const strata::Error& e) {
-    return e.what();
-  }
-  return "(no strata::Error)";
 }
 
 }  // namespace

@@ -23,57 +23,6 @@ using strata::data::Batch;
 
 namespace {
 
-// B samples of `tasks` labels, 3 dense features, 3 tables (one-hot, multi-hot with
-// empty bags, shared keys).
-Fixture multi_task_fixture(int B, int tasks, int dim, uint64_t seed) {
-  Fixture f;
-  Batch& b = f.batch;
-  b.size = B;
-  b.num_dense = 3;
-  b.num_tasks = tasks;
-  strata::CounterRng rng(seed);
-  for (int i = 0; i < B * tasks; ++i) b.labels.push_back(rng.uniform() < 0.4 ? 1.0f : 0.0f);
-  b.dense = random_vector(size_t(B) * 3, seed + 1, 0.0f, 2.0f);
-  const int unique[3] = {7, 5, 3};
-  for (int t = 0; t < 3; ++t) {
-    std::vector<std::vector<int32_t>> bags(static_cast<size_t>(B));
-    for (int i = 0; i < B; ++i) {
-      const int len = t == 0 ? 1 : int(rng.next() % 3);
-      for (int k = 0; k < len; ++k) bags[size_t(i)].push_back(int32_t(rng.next() % unique[t]));
-    }
-    b.tables.push_back(make_bags(bags, unique[t]));
-    f.rows.push_back(random_vector(size_t(unique[t]) * dim, seed + 10 + t, -0.5f, 0.5f));
-    f.grads.emplace_back(size_t(unique[t]) * dim, 0.0f);
-  }
-  return f;
-}
-
-// The samples `picked` of f, in that order, reading the same rows.
-Fixture sub_batch(const Fixture& f, const std::vector<int>& picked) {
-  Fixture out = f;
-  Batch& b = out.batch;
-  const int K = f.batch.num_tasks;
-  b.size = int(picked.size());
-  b.labels.clear();
-  b.dense.clear();
-  for (int s : picked) {
-    b.labels.insert(b.labels.end(), f.batch.labels.begin() + K * s, f.batch.labels.begin() + K * s + K);
-    b.dense.insert(b.dense.end(), f.batch.dense.begin() + 3 * s, f.batch.dense.begin() + 3 * s + 3);
-  }
-  for (size_t t = 0; t < b.tables.size(); ++t) {
-    const auto& src = f.batch.tables[t];
-    auto& dst = b.tables[t];
-    dst.index.clear();
-    dst.offsets = {0};
-    for (int s : picked) {
-      dst.index.insert(dst.index.end(), src.index.begin() + src.offsets[size_t(s)],
-                       src.index.begin() + src.offsets[size_t(s) + 1]);
-      dst.offsets.push_back(int32_t(dst.index.size()));
-    }
-  }
-  return out;
-}
-
 ModelOptions options_of(const std::string& kind, int shared, int task_experts = 1, int levels = 1) {
   ModelOptions o;
   o.kind = kind;
@@ -85,23 +34,6 @@ ModelOptions options_of(const std::string& kind, int shared, int task_experts = 
   o.task_experts = task_experts;
   o.ple_levels = levels;
   return o;
-}
-
-void perturb_biases(DenseParameters& p) {
-  for (const auto& s : p.slices())
-    if (s.name.find("bias") != std::string::npos) {
-      const auto b = random_vector(s.size(), s.offset, -0.3f, 0.3f);
-      std::copy(b.begin(), b.end(), p.values(s.offset));
-    }
-}
-
-std::string error_text(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const strata::Error& e) {
-    return e.what();
-  }
-  return "(no strata::Error)";
 }
 
 bool has_slice(const DenseParameters& p, const std::string& name) {
@@ -150,7 +82,7 @@ class MultiTaskGradient : public ::testing::TestWithParam<GradientCase> {};
 // weight and every embedding row value.
 TEST_P(MultiTaskGradient, MatchesFiniteDifferences) {
   const GradientCase c = GetParam();
-  Fixture f = multi_task_fixture(6, c.tasks, 4, 11);
+  Fixture f = click_fixture(6, c.tasks, 4, 11);
   MultiTask model(options_of(c.kind, c.shared, c.task_experts, c.levels), 3, 3, c.tasks, 6);
   DenseParameters& p = model.parameters();
   perturb_biases(p);
@@ -188,7 +120,7 @@ INSTANTIATE_TEST_SUITE_P(Kinds, MultiTaskGradient,
 TEST(MultiTask, PredictIsBatchInvariantAndMatchesTraining) {
   for (const char* kind : {"mmoe", "ple"}) {
     const int K = 2, B = 23;
-    Fixture f = multi_task_fixture(B, K, 4, 3);
+    Fixture f = click_fixture(B, K, 4, 3);
     MultiTask model(options_of(kind, 2, 1, 2), 3, 3, K, 7);
     perturb_biases(model.parameters());
     std::vector<float> all(size_t(B) * K);
@@ -237,7 +169,7 @@ TEST(MultiTask, ChecksNameTheirKeys) {
   EXPECT_NE(refused.find("model.kind = dlrm"), std::string::npos) << refused;
   EXPECT_NE(refused.find("data.synthetic_tasks"), std::string::npos) << refused;
   // A batch of the wrong task count is refused, not misread.
-  Fixture f = multi_task_fixture(4, 3, 4, 1);
+  Fixture f = click_fixture(4, 3, 4, 1);
   MultiTask model(options_of("mmoe", 2), 3, 3, 2, 1);
   EXPECT_NE(error_text([&] { model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f); }).find("labels per sample"),
             std::string::npos);
