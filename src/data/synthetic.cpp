@@ -403,6 +403,19 @@ struct SyntheticDataset::Impl {
     }
   }
 
+  // The bias that makes the mean of sigmoid(bias + logit) over `logits` equal `rate`.
+  static double bisect_bias(const std::vector<double>& logits, double rate) {
+    double lo = -30.0, hi = 30.0;
+    for (int iter = 0; iter < 60; ++iter) {
+      const double mid = 0.5 * (lo + hi);
+      double mean = 0.0;
+      for (double l : logits) mean += sigmoid(mid + l);
+      mean /= double(logits.size());
+      (mean < rate ? lo : hi) = mid;
+    }
+    return 0.5 * (lo + hi);
+  }
+
   void calibrate() {
     const uint64_t stream = mix64(seed ^ kStreamSalt, kCalibrationStream);
     // Centre each dense term on its mean over a calibration stream ...
@@ -420,28 +433,11 @@ struct SyntheticDataset::Impl {
     // whatever the tables, hotness and scale.
     std::vector<double> logits;
     logits_of(stream, 0, kCalibrationSamples, logits);
-    double lo = -30.0, hi = 30.0;
-    for (int iter = 0; iter < 60; ++iter) {
-      const double mid = 0.5 * (lo + hi);
-      double mean = 0.0;
-      for (double l : logits) mean += sigmoid(mid + l);
-      mean /= double(kCalibrationSamples);
-      (mean < kClickRate ? lo : hi) = mid;
-    }
-    bias = 0.5 * (lo + hi);
+    bias = bisect_bias(logits, kClickRate);
     for (int task = 1; task < tasks; ++task) {
       task_bias[size_t(task - 1)] = 0.0;
-      std::vector<double> own;
-      task_logits_of(stream, 0, kCalibrationSamples, task, own);
-      double tlo = -30.0, thi = 30.0;
-      for (int iter = 0; iter < 60; ++iter) {
-        const double mid = 0.5 * (tlo + thi);
-        double mean = 0.0;
-        for (double l : own) mean += sigmoid(mid + l);
-        mean /= double(kCalibrationSamples);
-        (mean < kTaskClickRate ? tlo : thi) = mid;
-      }
-      task_bias[size_t(task - 1)] = 0.5 * (tlo + thi);
+      task_logits_of(stream, 0, kCalibrationSamples, task, logits);
+      task_bias[size_t(task - 1)] = bisect_bias(logits, kTaskClickRate);
     }
   }
 };
