@@ -5,7 +5,9 @@
 // call goes to the kernels of the device selected here, the host by default.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 namespace strata::backend {
 
@@ -25,6 +27,14 @@ std::string cuda_unavailable_reason();
 // empty: strata::Error naming runtime.device and saying why.
 void select_device(Device device);
 Device active_device();
+
+// The free memory of each GPU of this node, bytes (empty without a CUDA build or a GPU).
+std::vector<size_t> gpu_free_bytes();
+// The HBM budget rule of runtime.device = cuda: the node's trainers share its GPUs
+// round-robin, so a GPU holds ceil(trainers / GPUs) L1 tiers of l1_mb MiB each,
+// which must fit the smallest free memory. Empty when they fit, else the message of
+// the strata::Error that names store.l1_mb (with no GPU: empty, select_device says why).
+std::string hbm_budget_problem(double l1_mb, int trainers_on_node, const std::vector<size_t>& free_bytes);
 
 // Once per process, before MPI_Init: picks the BLAS kernels for this CPU (may
 // exec argv[0] again once, see host/blas_kernels.hpp).

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 
 #include "backend/device.hpp"
@@ -113,6 +114,29 @@ void select_device(Device device) {
 }
 
 Device active_device() { return impl::active.load(); }
+
+std::vector<size_t> gpu_free_bytes() {
+  std::vector<size_t> free;
+#if STRATA_HAVE_CUDA
+  for (const auto& device : cuda::query_devices().devices) free.push_back(device.free_bytes);
+#endif
+  return free;
+}
+
+std::string hbm_budget_problem(double l1_mb, int trainers_on_node, const std::vector<size_t>& free_bytes) {
+  if (free_bytes.empty() || trainers_on_node < 1) return {};
+  const size_t gpus = free_bytes.size();
+  const int per_gpu = int((size_t(trainers_on_node) + gpus - 1) / gpus);
+  const size_t smallest = *std::min_element(free_bytes.begin(), free_bytes.end());
+  const double need_mib = double(per_gpu) * l1_mb, free_mib = double(smallest) / 1048576.0;
+  if (need_mib <= free_mib) return {};
+  char text[320];
+  std::snprintf(text, sizeof(text),
+                "store.l1_mb = %.6g MiB x %d trainer(s) per GPU (%d trainers on %zu GPU(s) of this node) is %.6g MiB "
+                "of HBM, but a GPU has %.6g MiB free",
+                l1_mb, per_gpu, trainers_on_node, gpus, need_mib, free_mib);
+  return text;
+}
 
 void prepare_process(char** argv) { host::ensure_tuned_blas_kernels(argv); }
 

@@ -277,7 +277,20 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
   try {
     backend::select_device(backend::parse_device(options.runtime.device));  // cuda: a CUDA build and a GPU
     check_model_reads_data(options);
-    backend::configure_host_blas_threads(options.runtime.blas_threads, comm::ranks_on_node(world));
+    const int on_node = comm::ranks_on_node(world);
+    if (backend::active_device() == backend::Device::kCuda && options.store.mode == "tiered") {
+      int world_size = 1;
+      MPI_Comm_size(world, &world_size);
+      const int nodes = (world_size + on_node - 1) / std::max(on_node, 1);
+      const int trainers_on_node = (options.layout.trainers + nodes - 1) / nodes;
+      const std::string problem =
+          backend::hbm_budget_problem(options.store.l1_mb, trainers_on_node, backend::gpu_free_bytes());
+      if (!problem.empty()) {
+        throw InputError(problem, "lower store.l1_mb (store.l2_mb in host memory takes the rest), or run fewer "
+                                  "trainers per GPU");
+      }
+    }
+    backend::configure_host_blas_threads(options.runtime.blas_threads, on_node);
   } catch (const Error& e) {
     int rank = 0;
     MPI_Comm_rank(world, &rank);

@@ -48,6 +48,22 @@ TEST(Device, CudaIsRefusedWithTheKeyWhereItCannotRun) {
   EXPECT_EQ(active_device(), Device::kHost);
 }
 
+// runtime.device = cuda: the node's trainers share its GPUs round-robin, and a GPU
+// must hold ceil(trainers / GPUs) L1 tiers in its free memory.
+TEST(Device, HbmBudgetRule) {
+  const size_t gib = size_t(1) << 30;
+  EXPECT_EQ(hbm_budget_problem(64, 4, {}), "") << "no GPU: select_device says why, not the budget";
+  EXPECT_EQ(hbm_budget_problem(1024, 2, {80 * gib}), "");
+  EXPECT_EQ(hbm_budget_problem(40 * 1024, 2, {80 * gib}), "") << "exactly full fits";
+  const std::string over = hbm_budget_problem(40 * 1024 + 1, 2, {80 * gib});
+  EXPECT_NE(over.find("store.l1_mb = 40961 MiB x 2 trainer(s) per GPU"), std::string::npos) << over;
+  EXPECT_NE(over.find("81920 MiB free"), std::string::npos) << over;
+  // Three trainers on two GPUs: one GPU holds two tiers; the smallest free memory decides.
+  EXPECT_EQ(hbm_budget_problem(30 * 1024, 3, {80 * gib, 60 * gib}), "");
+  EXPECT_NE(hbm_budget_problem(31 * 1024, 3, {80 * gib, 60 * gib}), "");
+  if (!cuda_unavailable_reason().empty()) EXPECT_TRUE(gpu_free_bytes().empty()) << "no usable GPU, no free memory";
+}
+
 TEST(HostBlasThreads, RequestedWinsThenTheEnvironmentThenCoresOverRanks) {
   EXPECT_EQ(choose_host_blas_threads(3, true, 2, 4), 3);
   EXPECT_EQ(choose_host_blas_threads(0, true, 64, 1), 0);  // OPENBLAS_NUM_THREADS set: left alone

@@ -21,9 +21,13 @@ DeviceQuery query_devices() {
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
-    result.devices.push_back({i, prop.name, static_cast<size_t>(prop.totalGlobalMem),
-                              prop.major * 10 + prop.minor, prop.multiProcessorCount});
+    DeviceInfo info{i, prop.name, static_cast<size_t>(prop.totalGlobalMem), prop.major * 10 + prop.minor,
+                    prop.multiProcessorCount, 0};
+    size_t free = 0, total = 0;
+    if (cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free, &total) == cudaSuccess) info.free_bytes = free;
+    result.devices.push_back(info);
   }
+  if (count > 0) cudaSetDevice(0);
   int nccl_version = 0;
   ncclGetVersion(&nccl_version);
   result.nccl_version = nccl_version;

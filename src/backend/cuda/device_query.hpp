@@ -13,6 +13,7 @@ struct DeviceInfo {
   size_t memory_bytes = 0;
   int compute_capability = 0;  // e.g. 90 for sm_90
   int multiprocessors = 0;
+  size_t free_bytes = 0;  // cudaMemGetInfo's free memory when queried
 };
 
 struct DeviceQuery {
