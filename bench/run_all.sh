@@ -55,9 +55,11 @@ echo
 echo
 /usr/bin/python3 bench/multi_model/bench_co_training.py --build "$BUILD_DIR" | tee "$OUT/co_training.txt"
 
-# Parallel layouts (issue 13): expert and sequence parallel, capacity against dropless.
+# Parallel layouts (issue 13): expert and sequence parallel, capacity against dropless;
+# multi-task MMoE against PyTorch on the same data.
 echo
 /usr/bin/python3 bench/parallel/bench_layouts.py --build "$BUILD_DIR" | tee "$OUT/layouts.txt"
+/usr/bin/python3 bench/model/bench_mmoe.py --build "$BUILD_DIR" | tee -a "$OUT/layouts.txt"
 
 # Checkpoints (pause, bytes, GB/s against the disk) and text vs HDF5 reading.
 echo
