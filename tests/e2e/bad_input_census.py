@@ -134,6 +134,13 @@ def case_deck(r):
     c.case("layout_no_producer", ["--layout.producers=0"], ["layout.producers"])
     c.case("layout_product", ["--layout.trainers=1", "--layout.ep=2"], ["layout.ep"])
     c.case("layout_sp", ["--layout.sp=2"], ["layout.sp"])
+    c.case("tasks_zero", ["--data.synthetic_tasks=0", "--model.kind=mmoe"], ["data.synthetic_tasks"])
+    c.case("single_task_model_on_tasks", ["--data.synthetic_tasks=2"], ["model.kind = dlrm", "data.synthetic_tasks"])
+    c.case("ple_levels", ["--model.kind=ple", "--data.synthetic_tasks=2", "--model.ple_levels=9"], ["model.ple_levels"])
+    c.case("task_experts_negative", ["--model.kind=ple", "--model.task_experts=-1"], ["model.task_experts"])
+    c.case("tower_mlp_garbage", ["--model.kind=mmoe", "--model.tower_mlp=8,,4"], ["model.tower_mlp"])
+    c.case("eval_capacity_negative", ["--model.kind=moe", "--model.eval_capacity_factor=-1"],
+           ["model.eval_capacity_factor"])
     c.case("stall_timeout_negative", ["--runtime.stall_timeout_s=-3"], ["runtime.stall_timeout_s"])
     c.case("blas_threads_negative", ["--runtime.blas_threads=-1"], ["runtime.blas_threads"])
     c.case("missing_deck", [], ["/nonexistent/deck.ini"], deck="/nonexistent/deck.ini")
@@ -174,6 +181,12 @@ def case_data(r):
            ["data.csv_columns", "bogus"])
     c.case("csv_strict_line", ["--data.source=csv", "--data.train=" + csv, "--data.csv_columns=label,dense:1,cat:1",
                                "--data.strict=true"], [csv + ":3"], keep_outputs=False)
+    tasks_csv = c.path("tasks.csv", "1,0.5,0,a\n0,0.25,1,b\n" * 10 + "1,0.5,2,c\n")
+    c.case("csv_strict_second_label", ["--data.source=csv", "--data.train=" + tasks_csv, "--model.kind=mmoe",
+                                       "--data.csv_columns=label,dense:1,label,cat:1", "--data.strict=true"],
+           [tasks_csv + ":21", "column 3"], keep_outputs=False)
+    c.case("csv_too_many_labels", ["--data.source=csv", "--data.train=" + tasks_csv, "--model.kind=mmoe",
+                                   "--data.csv_columns=" + ",".join(["label"] * 17)], ["data.csv_columns", "16"])
     text_h5 = c.path("not.h5", "this is not an HDF5 file\n")
     c.case("hdf5_not_hdf5", ["--data.source=hdf5", "--data.train=" + text_h5], [text_h5])
     truncated = c.path("truncated.h5", data=open(os.path.join(c.ckpt, c.checkpoint), "rb").read()[:3000])
