@@ -180,6 +180,7 @@ struct MultiTask::Impl {
   std::vector<const float*> features;
   std::vector<float*> dfeatures;
   int front_capacity = 0;
+  RoutingStats stats;  // the gates' soft load (take_routing_stats)
 
   Impl(const std::string& k, const MultiTaskShape& s, uint64_t seed)
       : kind(k),
@@ -307,6 +308,38 @@ struct MultiTask::Impl {
     }
   }
 
+  // Adds this batch's gate weights to each expert's soft load (numbering: see take_routing_stats).
+  void count_gate_load(int B) {
+    const int K = shape.tasks, S = shape.shared_experts, P = shape.task_experts;
+    const size_t per_level = size_t(S + K * P);
+    stats.routed.resize(per_level * levels.size(), 0.0);
+    for (size_t l = 0; l < levels.size(); ++l) {
+      const size_t base = l * per_level;
+      const auto add = [&](const Gate& gate, const std::vector<size_t>& expert_of) {
+        for (int b = 0; b < B; ++b) {
+          const float* w = gate.weights.data() + size_t(b) * gate.n();
+          for (int j = 0; j < gate.n(); ++j) stats.routed[base + expert_of[size_t(j)]] += double(w[j]);
+        }
+      };
+      // Task t's gate: its own experts, then the shared ones.
+      for (int t = 0; t < K; ++t) {
+        std::vector<size_t> expert_of;
+        for (int e = 0; e < P; ++e) expert_of.push_back(size_t(S + t * P + e));
+        for (int e = 0; e < S; ++e) expert_of.push_back(size_t(e));
+        add(levels[l].gates[size_t(t)], expert_of);
+      }
+      // The shared gate: every task's experts in task order, then the shared ones.
+      if (!levels[l].shared_gate.empty()) {
+        std::vector<size_t> expert_of;
+        for (int i = 0; i < K * P; ++i) expert_of.push_back(size_t(S + i));
+        for (int e = 0; e < S; ++e) expert_of.push_back(size_t(e));
+        add(levels[l].shared_gate[0], expert_of);
+      }
+    }
+    stats.accepted = stats.routed;
+    stats.steps += 1;
+  }
+
   // Backward from dlogits to dz (the front's gradient), every weight's gradient written.
   void backward(int B) {
     const int K = shape.tasks;
@@ -392,6 +425,12 @@ void MultiTask::set_expert_group(ExpertGroup* group) {
   }
 }
 
+RoutingStats MultiTask::take_routing_stats() {
+  RoutingStats out = std::move(impl_->stats);
+  impl_->stats = RoutingStats{};
+  return out;
+}
+
 double MultiTask::forward_backward(const data::Batch& batch, const std::vector<const float*>& rows,
                                    const std::vector<float*>& row_grads, float loss_scale) {
   Impl& m = *impl_;
@@ -408,6 +447,7 @@ double MultiTask::forward_backward(const data::Batch& batch, const std::vector<c
                                                   m.dlogits[size_t(t)].data());
   }
   m.backward(B);
+  m.count_gate_load(B);
   m.dfeatures[0] = m.dx0.data();
   for (int t = 0; t < m.shape.front.num_tables; ++t) m.dfeatures[size_t(t) + 1] = m.pooled_table(m.dpooled, t);
   m.interaction.backward(B, m.dz.data(), m.dfeatures.data());

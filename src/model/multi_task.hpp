@@ -74,6 +74,11 @@ class MultiTask final : public Model {
   void predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) override;
 
   void set_expert_group(ExpertGroup* group) override;
+  // The gates' soft load since the last call: routed[x] = accepted[x] = the sum over
+  // training samples and gates of expert x's gate weight, experts numbered level by
+  // level, each level's shared experts first, then task 0's, task 1's, ... (a
+  // collapsed gate shows as one expert taking most of the load: max_mean_load).
+  RoutingStats take_routing_stats() override;
 
  private:
   struct Impl;

@@ -164,8 +164,13 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
   if (!root.routing.routed.empty()) {
     summary["experts"] = routing_json(root.routing);
     summary["experts"]["num_experts"] = options.model.num_experts;
-    summary["experts"]["top_k"] = options.model.top_k;
-    summary["experts"]["capacity_factor"] = options.model.capacity_factor;
+    if (options.model.kind == "moe") {
+      summary["experts"]["top_k"] = options.model.top_k;
+      summary["experts"]["capacity_factor"] = options.model.capacity_factor;
+    } else {
+      // Dense gates (mmoe, ple): routed is each expert's soft load, nothing is dropped.
+      summary["experts"]["load"] = "gate weights summed over training samples and gates";
+    }
   }
   if (root.eval_hit_rate >= 0) {
     summary["eval_hr_at_10"] = root.eval_hit_rate;

@@ -930,6 +930,13 @@ def case_multi_task(r):
             assert t["eval_logloss"] > 0, t
         assert tasks[0]["teacher_auc"] == ps["teacher_auc"], ps
         assert tasks[1]["teacher_auc"] != tasks[0]["teacher_auc"], tasks
+        # The gates' soft load over every trainer: per sample, 2 task gates a level and
+        # a shared gate below the top level (ple 2 levels: 5; mmoe: 2).
+        gates = 5 if kind == "ple" else 2
+        load = ps["experts"]
+        assert len(load["routed"]) == (2 * (3 + 2) if kind == "ple" else 3), load
+        assert abs(sum(load["routed"]) - gates * ps["samples"]) < 1e-3 * gates * ps["samples"], (load, ps["samples"])
+        assert load["drop_fraction"] == 0 and load["max_mean_load"] >= 1.0, load
         print(f"{kind}: tasks {tasks}, digest {ps['params_digest'][:16]}")
     # Multi-task CSV (a label column per task) and its HDF5 conversion train the same numbers.
     rows = []

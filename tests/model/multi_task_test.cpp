@@ -150,6 +150,31 @@ TEST(MultiTask, PredictIsBatchInvariantAndMatchesTraining) {
   }
 }
 
+// The gates' soft load: every gate's weights of every training sample, each expert
+// numbered level by level (shared first, then each task's own); predict counts nothing.
+TEST(MultiTask, GateLoadCountsEveryGateOfEveryTrainingSample) {
+  const int B = 9, K = 3, S = 2, P = 1, L = 2;
+  Fixture f = click_fixture(B, K, 4, 5);
+  MultiTask model(options_of("ple", S, P, L), 3, 3, K, 2);
+  model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f);
+  model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f);
+  std::vector<float> probs(size_t(B) * K);
+  model.predict(f.batch, f.row_ptrs(), probs.data());
+  const RoutingStats stats = model.take_routing_stats();
+  ASSERT_EQ(stats.routed.size(), size_t(L * (S + K * P)));
+  EXPECT_EQ(stats.routed, stats.accepted);
+  EXPECT_EQ(stats.steps, 2.0);
+  // Per sample and step: K task gates on each level and a shared gate below the top.
+  const double total = std::accumulate(stats.routed.begin(), stats.routed.end(), 0.0);
+  EXPECT_NEAR(total, 2.0 * B * (K * L + (L - 1)), 1e-3);
+  // Level 1 has no shared gate: its task experts get only their own task's gate.
+  double level1 = 0.0;
+  for (int x = S + K * P; x < 2 * (S + K * P); ++x) level1 += stats.routed[size_t(x)];
+  EXPECT_NEAR(level1, 2.0 * B * K, 1e-3);
+  for (double load : stats.routed) EXPECT_GT(load, 0.0);
+  EXPECT_TRUE(model.take_routing_stats().routed.empty()) << "take_routing_stats resets";
+}
+
 TEST(MultiTask, ChecksNameTheirKeys) {
   EXPECT_NE(error_text([] { check_multi_task_options(options_of("mmoe", 0)); }).find("model.num_experts"),
             std::string::npos);
