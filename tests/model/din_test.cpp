@@ -73,37 +73,14 @@ TEST(Din, ShapeAndParameterLayout) {
 TEST(Din, GradientsMatchFiniteDifferences) {
   Fixture f = small_fixture(3, 7);
   Din model(small_options(), 2, 2, 5);
-  DenseParameters& p = model.parameters();
-  for (const auto& s : p.slices())
-    if (s.name.find("bias") != std::string::npos) {
-      const auto b = random_vector(s.size(), s.offset, -0.1f, 0.1f);
-      std::copy(b.begin(), b.end(), p.values(s.offset));
-    }
-  const float scale = 1.0f / f.batch.size;
-  const double loss = model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), scale);
-  EXPECT_GT(loss, 0.0);
-  const std::vector<float> dense_grads = p.grads();
-  const auto row_grads = f.grads;
-
-  Fixture scratch = f;
-  const auto objective = [&] {
-    return scale * model.forward_backward(f.batch, f.row_ptrs(), scratch.grad_ptrs(), scale);
-  };
-  double max_attention_grad = 0.0;
-  const auto& unit = p.slice("attention.0.weight");
-  for (size_t i = 0; i < p.size(); ++i) {
-    if (i >= unit.offset && i < unit.offset + unit.size())
-      max_attention_grad = std::max(max_attention_grad, std::fabs(double(dense_grads[i])));
-    expect_gradient(dense_grads[i], &p.values()[i], objective, 1e-4, 1e-2, "dense", i);
-  }
-  EXPECT_GT(max_attention_grad, 1e-4);  // the activation unit is in the graph
+  perturb_biases(model.parameters(), 0.1f);
+  const AnalyticGradients g = analytic_gradients(model, f, 1.0f / f.batch.size);
+  EXPECT_GT(g.loss, 0.0);
+  EXPECT_GT(max_abs_grad(g, model.parameters().slice("attention.0.weight")), 1e-4);  // the activation unit is in the graph
   double max_history_grad = 0.0;
-  for (size_t t = 0; t < f.rows.size(); ++t)
-    for (size_t i = 0; i < f.rows[t].size(); ++i) {
-      if (t == 1) max_history_grad = std::max(max_history_grad, std::fabs(double(row_grads[t][i])));
-      expect_gradient(row_grads[t][i], &f.rows[t][i], objective, 1e-4, 1e-2, "row", t * 1000 + i);
-    }
+  for (float d : g.rows[1]) max_history_grad = std::max(max_history_grad, std::fabs(double(d)));
   EXPECT_GT(max_history_grad, 1e-3);
+  expect_gradients_match(model, f, g);
 }
 
 TEST(Din, ForwardBackwardIsBitwiseRepeatable) {

@@ -100,32 +100,13 @@ class DlrmGradient : public ::testing::TestWithParam<std::string> {};
 TEST_P(DlrmGradient, MatchesFiniteDifferences) {
   Fixture f = small_fixture(4, 7);
   Dlrm model(small_options(GetParam()), 3, 3, 5);
-  DenseParameters& p = model.parameters();
-  // Non-zero biases so that their gradients are exercised away from the init.
-  for (const auto& s : p.slices())
-    if (s.name.find("bias") != std::string::npos) {
-      const auto b = random_vector(s.size(), s.offset, -0.1f, 0.1f);
-      std::copy(b.begin(), b.end(), p.values(s.offset));
-    }
-  const float scale = 1.0f / f.batch.size;
-  const double loss = model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), scale);
-  EXPECT_GT(loss, 0.0);
-  const std::vector<float> dense_grads = p.grads();
-  const auto row_grads = f.grads;
-
-  Fixture scratch = f;  // FD evaluations write their gradients here
-  const auto objective = [&] {
-    return scale * model.forward_backward(f.batch, f.row_ptrs(), scratch.grad_ptrs(), scale);
-  };
+  perturb_biases(model.parameters(), 0.1f);  // exercised away from the zero init
+  const AnalyticGradients g = analytic_gradients(model, f, 1.0f / f.batch.size);
+  EXPECT_GT(g.loss, 0.0);
   double max_grad = 0.0;
-  for (size_t i = 0; i < p.size(); ++i) {
-    max_grad = std::max(max_grad, std::fabs(double(dense_grads[i])));
-    expect_gradient(dense_grads[i], &p.values()[i], objective, 1e-4, 1e-2, "dense", i);
-  }
+  for (float d : g.dense) max_grad = std::max(max_grad, std::fabs(double(d)));
   EXPECT_GT(max_grad, 1e-3);  // the check is not vacuous
-  for (size_t t = 0; t < f.rows.size(); ++t)
-    for (size_t i = 0; i < f.rows[t].size(); ++i)
-      expect_gradient(row_grads[t][i], &f.rows[t][i], objective, 1e-4, 1e-2, "row", t * 1000 + i);
+  expect_gradients_match(model, f, g);
 }
 
 INSTANTIATE_TEST_SUITE_P(Pooling, DlrmGradient, ::testing::Values("sum", "mean"));

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "common/rng.hpp"
 #include "data/batch.hpp"
 #include "model/dense_parameters.hpp"
+#include "model/model.hpp"
 
 namespace strata::model::testing {
 
@@ -111,14 +113,55 @@ inline std::string error_text(const std::function<void()>& f) {
   return "(no strata::Error)";
 }
 
-// Biases uniform in [-0.3, 0.3), a function of their offset: zero biases would
+// Biases uniform in [-range, range), a function of their offset: zero biases would
 // leave ReLU units at their kinks and the gradient checks toothless.
-inline void perturb_biases(DenseParameters& p) {
+inline void perturb_biases(DenseParameters& p, float range = 0.3f) {
   for (const auto& s : p.slices())
     if (s.name.find("bias") != std::string::npos) {
-      const auto b = random_vector(s.size(), s.offset, -0.3f, 0.3f);
+      const auto b = random_vector(s.size(), s.offset, -range, range);
       std::copy(b.begin(), b.end(), p.values(s.offset));
     }
+}
+
+// One training pass's analytic gradients of scale * (sum of sample losses), and the
+// objective that finite differences evaluate (its passes write their gradients to a
+// scratch copy of the fixture, so `rows` stay the analytic ones).
+struct AnalyticGradients {
+  double loss = 0;                        // the pass's unscaled loss
+  std::vector<float> dense;               // d objective / d every dense weight
+  std::vector<std::vector<float>> rows;   // d objective / d every row value, per table
+  std::shared_ptr<Fixture> scratch;
+  std::function<double()> objective;
+};
+
+inline AnalyticGradients analytic_gradients(Model& model, Fixture& f, float scale) {
+  AnalyticGradients g;
+  g.loss = model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), scale);
+  g.dense = model.parameters().grads();
+  g.rows = f.grads;
+  g.scratch = std::make_shared<Fixture>(f);
+  Fixture* scratch = g.scratch.get();
+  g.objective = [&model, &f, scratch, scale] {
+    return scale * model.forward_backward(f.batch, f.row_ptrs(), scratch->grad_ptrs(), scale);
+  };
+  return g;
+}
+
+// Every dense weight and every row value of f against central differences of g.objective.
+inline void expect_gradients_match(Model& model, Fixture& f, const AnalyticGradients& g, double atol = 1e-4,
+                                   double rtol = 1e-2) {
+  DenseParameters& p = model.parameters();
+  for (size_t i = 0; i < p.size(); ++i) expect_gradient(g.dense[i], &p.values()[i], g.objective, atol, rtol, "dense", i);
+  for (size_t t = 0; t < f.rows.size(); ++t)
+    for (size_t i = 0; i < f.rows[t].size(); ++i)
+      expect_gradient(g.rows[t][i], &f.rows[t][i], g.objective, atol, rtol, "row", t * 1000 + i);
+}
+
+// The largest |gradient| of a dense slice.
+inline double max_abs_grad(const AnalyticGradients& g, const ParameterSlice& slice) {
+  double most = 0.0;
+  for (size_t i = slice.offset; i < slice.offset + slice.size(); ++i) most = std::max(most, std::fabs(double(g.dense[i])));
+  return most;
 }
 
 // A click batch of B samples with `tasks` labels each, 3 dense features and 3 tables

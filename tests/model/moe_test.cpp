@@ -108,8 +108,8 @@ TEST_P(MoeGradient, MatchesFiniteDifferences) {
   DenseParameters& p = model.parameters();
   perturb_biases(p);
   const float scale = 1.0f / f.batch.size;
-  const double loss = model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), scale);
-  EXPECT_GT(loss, 0.0);
+  AnalyticGradients g = analytic_gradients(model, f, scale);
+  EXPECT_GT(g.loss, 0.0);
   const RoutingStats stats = model.take_routing_stats();
   ASSERT_EQ(stats.routed.size(), 4u);
   EXPECT_EQ(std::accumulate(stats.routed.begin(), stats.routed.end(), 0.0), 8.0 * c.top_k);
@@ -117,27 +117,22 @@ TEST_P(MoeGradient, MatchesFiniteDifferences) {
     EXPECT_LT(std::accumulate(stats.accepted.begin(), stats.accepted.end(), 0.0), 8.0 * c.top_k)
         << "the case should drop something";
   }
-  const std::vector<float> dense_grads = p.grads();
-  const auto row_grads = f.grads;
-
-  Fixture scratch = f;
-  const auto objective = [&] {
-    const double bce = model.forward_backward(f.batch, f.row_ptrs(), scratch.grad_ptrs(), scale);
+  // The objective includes the weighted balancing loss.
+  Fixture* scratch = g.scratch.get();
+  g.objective = [&, scratch] {
+    const double bce = model.forward_backward(f.batch, f.row_ptrs(), scratch->grad_ptrs(), scale);
     const double balance = model.take_routing_stats().balance_loss;
     return scale * bce + aux * scale * f.batch.size * balance;
   };
-  double max_expert_grad = 0.0, max_gate_grad = 0.0;
   const size_t gate_at = p.slice("gate.weight").offset, experts_at = model.expert_range(0).first;
+  double max_expert_grad = 0.0, max_gate_grad = 0.0;
   for (size_t i = 0; i < p.size(); ++i) {
-    if (i >= experts_at) max_expert_grad = std::max(max_expert_grad, std::fabs(double(dense_grads[i])));
-    if (i >= gate_at && i < experts_at) max_gate_grad = std::max(max_gate_grad, std::fabs(double(dense_grads[i])));
-    expect_gradient(dense_grads[i], &p.values()[i], objective, 1e-4, 1e-2, "dense", i);
+    if (i >= experts_at) max_expert_grad = std::max(max_expert_grad, std::fabs(double(g.dense[i])));
+    if (i >= gate_at && i < experts_at) max_gate_grad = std::max(max_gate_grad, std::fabs(double(g.dense[i])));
   }
   EXPECT_GT(max_expert_grad, 1e-3);  // not vacuous
   EXPECT_GT(max_gate_grad, 1e-4);
-  for (size_t t = 0; t < f.rows.size(); ++t)
-    for (size_t i = 0; i < f.rows[t].size(); ++i)
-      expect_gradient(row_grads[t][i], &f.rows[t][i], objective, 1e-4, 1e-2, "row", t * 1000 + i);
+  expect_gradients_match(model, f, g);
 }
 
 INSTANTIATE_TEST_SUITE_P(Routing, MoeGradient,

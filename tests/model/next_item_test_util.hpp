@@ -125,6 +125,29 @@ void expect_gradient_fine(double analytic, float* x, F&& f, double atol, double 
   expect_gradient(analytic, x, f, atol, rtol, what, i);
 }
 
+// The next-item models' gradient check: every dense weight except most positional
+// rows (every fifth of those), with the positions past the longest history
+// (`longest` events) exactly zero, and every row value, each table's rows with a
+// gradient, all against expect_gradient_fine.
+inline void expect_next_item_gradients(Model& model, Fixture& f, const AnalyticGradients& g, size_t longest) {
+  DenseParameters& p = model.parameters();
+  const ParameterSlice& position = p.slice("position");
+  for (size_t i = 0; i < p.size(); ++i) {
+    const bool in_position = i >= position.offset && i < position.offset + position.size();
+    if (in_position && (i - position.offset) % 5 != 0) continue;
+    expect_gradient_fine(g.dense[i], &p.values()[i], g.objective, 1e-4, 1e-2, "dense", i);
+  }
+  for (size_t i = longest * kDim; i < position.size(); ++i) EXPECT_EQ(g.dense[position.offset + i], 0.0f) << i;
+  for (size_t t = 0; t < f.rows.size(); ++t) {
+    double max_grad = 0.0;
+    for (size_t i = 0; i < f.rows[t].size(); ++i) {
+      max_grad = std::max(max_grad, std::fabs(double(g.rows[t][i])));
+      expect_gradient_fine(g.rows[t][i], &f.rows[t][i], g.objective, 1e-4, 1e-2, "row", t * 1000 + i);
+    }
+    EXPECT_GT(max_grad, 1e-3) << "table " << t;
+  }
+}
+
 inline bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
