@@ -107,8 +107,8 @@ class ScoredHeap {
   static constexpr size_t kSlack = 4096;
   static size_t max_items(size_t live) { return 2 * live + kSlack + 1; }
   void reserve(size_t live) { heap_.reserve(max_items(live)); }
-  void push(int64_t slot, EvictionPolicy::Score score, std::vector<uint64_t>& version) {
-    heap_.push_back(Item{score, slot, ++version[slot]});
+  void push(int64_t slot, EvictionPolicy::Score score, uint64_t version) {
+    heap_.push_back(Item{score, slot, version});
     std::push_heap(heap_.begin(), heap_.end(), LeavesLater{});
   }
   template <class IsCurrent>
@@ -165,7 +165,7 @@ class HeapOrder final : public EvictionQueue::Order {
   void update(int64_t slot, const RowUsage& usage) override {
     grow_to(size_t(slot), version_, live_);
     if (!live_[slot]) live_[slot] = 1, ++live_count_;
-    heap_.push(slot, policy_.score(usage), version_);
+    heap_.push(slot, policy_.score(usage), ++version_[slot]);
     heap_.compact_if_stale(live_count_, current());
   }
   void erase(int64_t slot) override {
@@ -197,141 +197,233 @@ class HeapOrder final : public EvictionQueue::Order {
   size_t live_count_ = 0;
 };
 
-// lookahead: see the header. Per slot: where it is (no next use, a round's
-// list, or absent) and its list links.
+// lookahead: see the header. Every list is a vector of (slot, version)
+// items with lazy deletion: moving or removing a row bumps its slot's version,
+// which turns its old item stale, so an update touches one 8-byte slot state
+// and appends to a list (no neighbours to unlink, no heap to sift). Stale items
+// are dropped when they surface, and a list is compacted once they dominate.
 class LookaheadOrder final : public EvictionQueue::Order {
  public:
-  explicit LookaheadOrder(const EvictionPolicy& policy) : policy_(policy) { heads_.fill(-1); }
-  auto current() const {
-    return [this](const ScoredHeap::Item& item) {
-      return where_[item.slot] == kNoFuture && version_[item.slot] == item.version;
-    };
-  }
+  explicit LookaheadOrder(const EvictionPolicy& policy) : policy_(policy) {}
 
   void update(int64_t slot, const RowUsage& usage) override {
     grow(slot);
     remove(slot);
-    ++live_count_;
+    SlotState& state = state_[slot];
     if (usage.next_use == INT64_MAX) {
-      where_[slot] = kNoFuture;
-      no_future_.push(slot, policy_.score(usage), version_);
-      ++no_future_count_;
-      no_future_.compact_if_stale(no_future_count_, current());
+      // No known use: by frequency. Whole counts below kFrequencies have a
+      // list each (first in, first out); any other goes to the heap.
+      const double f = usage.frequency;
+      if (f >= 0 && f < kFrequencies && f == std::floor(f)) {
+        add(slot, kFrequency0 + int(f));
+      } else {
+        state.list = kHeap;
+        heap_.push_back(HeapItem{f, int32_t(slot), state.version});
+        std::push_heap(heap_.begin(), heap_.end(), LeavesLater{});
+        ++live_[kHeap], ++live_count_;
+        if (heap_.size() > 2 * live_[kHeap] + kSlack) {
+          heap_.erase(std::remove_if(heap_.begin(), heap_.end(), [&](const HeapItem& i) { return !is_current(i); }),
+                      heap_.end());
+          std::make_heap(heap_.begin(), heap_.end(), LeavesLater{});
+        }
+      }
       return;
     }
     // Past uses (never in a planned level, but a stale one must not alias a
     // future round of the ring) leave last; uses beyond the ring leave first.
     const int64_t round = std::clamp<int64_t>(usage.next_use, now_ - 1, now_ + kRing);
-    link(slot, round);
+    add(slot, list_of(round));
   }
   void erase(int64_t slot) override {
-    if (!contains(slot)) return;
-    remove(slot);
+    if (contains(slot)) remove(slot);
   }
   bool contains(int64_t slot) const override {
-    return slot >= 0 && static_cast<size_t>(slot) < where_.size() && where_[slot] != kAbsent;
+    return slot >= 0 && static_cast<size_t>(slot) < state_.size() && state_[slot].list != kAbsent;
   }
   int64_t peek_victim() override {
-    const int64_t victim = no_future_.top(current());
+    // 1. No known use, least frequent first.
+    int64_t victim = -1;
+    double victim_frequency = INFINITY;
+    if (nonempty_frequency_) {
+      const int f = __builtin_ctzll(nonempty_frequency_);
+      victim = front(kFrequency0 + f);
+      victim_frequency = f;
+    }
+    if (live_[kHeap] > 0) {
+      while (!is_current(heap_.front())) {
+        std::pop_heap(heap_.begin(), heap_.end(), LeavesLater{});
+        heap_.pop_back();
+      }
+      if (heap_.front().frequency < victim_frequency) victim = heap_.front().slot;
+    }
     if (victim >= 0) return victim;
-    if (heads_[kFar] >= 0) return heads_[kFar];
-    // The furthest round of the ring with a row.
+    // 2. Uses beyond the ring, then the furthest round of the ring with a row.
+    if (live_[kFar] > 0) return back(kFar);
     for (int64_t round = now_ + kRing - 1; round >= now_; --round) {
       const int bucket = int(round & (kRing - 1));
-      if (!(nonempty_[bucket >> 6] >> (bucket & 63) & 1)) {
+      if (!(nonempty_ring_[bucket >> 6] >> (bucket & 63) & 1)) {
         // Skip the rest of an empty 64-bucket word at once.
-        if ((nonempty_[bucket >> 6] & ((uint64_t(2) << (bucket & 63)) - 1)) == 0) round -= (bucket & 63);
+        if ((nonempty_ring_[bucket >> 6] & ((uint64_t(2) << (bucket & 63)) - 1)) == 0) round -= (bucket & 63);
         continue;
       }
-      return heads_[bucket];
+      return back(bucket);
     }
-    return heads_[kPast];
+    return live_[kPast] > 0 ? back(kPast) : -1;
   }
   size_t size() const override { return live_count_; }
   void prefetch(int64_t slot) const override {
-    if (static_cast<size_t>(slot) < where_.size()) __builtin_prefetch(&where_[slot]), __builtin_prefetch(&links_[slot]);
+    if (static_cast<size_t>(slot) < state_.size()) __builtin_prefetch(&state_[slot]);
   }
   void set_now(int64_t round) override {
-    // Rows of rounds now left behind move to the past list (normally there are none).
+    // Rows of rounds now left behind move to the past list (normally there are
+    // none), most recent first, as they would leave their own round.
     for (int64_t r = now_; r < round && r < now_ + kRing; ++r) {
       const int bucket = int(r & (kRing - 1));
-      while (heads_[bucket] >= 0) {
-        const int32_t slot = heads_[bucket];
-        unlink(slot);
-        link(slot, round - 1);
+      List& list = lists_[bucket];
+      for (size_t i = list.items.size(); i-- > list.head;) {
+        const Item item = list.items[i];
+        if (!is_current(item)) continue;
+        remove(item.slot);
+        add(item.slot, kPast);
       }
+      list.items.clear(), list.head = 0;
     }
     now_ = std::max(now_, round);
   }
   void reserve(size_t slots) override {
-    where_.reserve(slots);
-    links_.reserve(slots);
-    version_.reserve(slots);
-    no_future_.reserve(slots);
+    reserved_ = slots;
+    state_.reserve(slots);
+    heap_.reserve(heap_items(slots));
   }
-  static size_t bytes_per_slot() { return sizeof(int64_t) + sizeof(Links) + sizeof(uint64_t); }
+  // Per slot: its state, the lists' items (their capacities together never
+  // pass item_budget) and the heap's (reserved for twice the slots plus kSlack).
+  static size_t bytes_for(size_t slots) {
+    return slots * sizeof(SlotState) + item_budget(slots) * sizeof(Item) + heap_items(slots) * sizeof(HeapItem);
+  }
 
  private:
   static constexpr int64_t kRing = 256;
-  static constexpr int kFar = kRing, kPast = kRing + 1;  // extra lists after the ring's
-  static constexpr int64_t kAbsent = INT64_MIN, kNoFuture = INT64_MAX;
-  struct Links {
-    int32_t next = -1, prev = -1;
+  static constexpr int kFrequencies = 64;
+  // Lists: the ring's rounds, uses beyond the ring, past uses, no known use by
+  // frequency; then the heap's live count.
+  static constexpr int kFar = kRing, kPast = kRing + 1, kFrequency0 = kRing + 2;
+  static constexpr int kLists = kFrequency0 + kFrequencies, kHeap = kLists;
+  static constexpr int32_t kAbsent = -1;
+  static constexpr size_t kSlack = 8;
+  struct SlotState {
+    int32_t list = kAbsent;  // which list holds its current item
+    uint32_t version = 0;    // its current item's version
+  };
+  struct Item {
+    int32_t slot;
+    uint32_t version;
+  };
+  struct HeapItem {
+    double frequency;
+    int32_t slot;
+    uint32_t version;
+  };
+  // std::*_heap build max-heaps: "a leaves later than b" puts the first victim on top.
+  struct LeavesLater {
+    bool operator()(const HeapItem& a, const HeapItem& b) const {
+      return a.frequency != b.frequency ? a.frequency > b.frequency : a.slot > b.slot;
+    }
+  };
+  static size_t heap_items(size_t slots) { return 2 * slots + kSlack + 1; }
+  // The lists' capacities together: a list is compacted once its stale items
+  // outnumber its live ones and kSlack, and all are compacted to their size
+  // before the next growth would pass this.
+  static size_t item_budget(size_t slots) { return 4 * slots + 8192; }
+  struct List {
+    std::vector<Item> items;
+    size_t head = 0;  // items before it are gone (first-in-first-out lists)
   };
 
+  template <class AnyItem>
+  bool is_current(const AnyItem& item) const {
+    return state_[item.slot].version == item.version;
+  }
   void grow(int64_t slot) {
-    if (static_cast<size_t>(slot) < where_.size()) return;
-    const size_t n = grown_size(size_t(slot), where_.size(), where_.capacity());
-    where_.resize(n, kAbsent);
-    links_.resize(n);
-    version_.resize(n, 0);
+    if (static_cast<size_t>(slot) < state_.size()) return;
+    state_.resize(grown_size(size_t(slot), state_.size(), state_.capacity()));
   }
   int list_of(int64_t round) const {
     if (round >= now_ + kRing) return kFar;
     if (round < now_) return kPast;
     return int(round & (kRing - 1));
   }
-  void link(int64_t slot, int64_t round) {
-    const int list = list_of(round);
-    where_[slot] = round;
-    links_[slot] = {heads_[list], -1};
-    if (heads_[list] >= 0) links_[heads_[list]].prev = int32_t(slot);
-    heads_[list] = int32_t(slot);
-    if (list < kRing) nonempty_[list >> 6] |= uint64_t(1) << (list & 63);
+  void set_nonempty(int list, bool on) {
+    uint64_t* word = list < kRing ? &nonempty_ring_[list >> 6] : list >= kFrequency0 ? &nonempty_frequency_ : nullptr;
+    if (!word) return;
+    const uint64_t bit = uint64_t(1) << ((list < kRing ? list : list - kFrequency0) & 63);
+    *word = on ? *word | bit : *word & ~bit;
   }
-  void unlink(int64_t slot) {
-    const int list = list_of(where_[slot]);
-    const Links l = links_[slot];
-    if (l.prev >= 0) {
-      links_[l.prev].next = l.next;
+  void add(int64_t slot, int list) {
+    SlotState& state = state_[slot];
+    state.list = list;
+    List& l = lists_[list];
+    if (l.items.size() == l.items.capacity()) {
+      // A growth: keep the lists' capacities together inside their budget.
+      const size_t budget = item_budget(std::max(reserved_, state_.size()));
+      if (item_capacity_ + std::max<size_t>(l.items.capacity(), 1) > budget) compact_all();
+      const size_t before = l.items.capacity();
+      l.items.push_back(Item{int32_t(slot), state.version});
+      item_capacity_ += l.items.capacity() - before;
     } else {
-      heads_[list] = l.next;
+      l.items.push_back(Item{int32_t(slot), state.version});
     }
-    if (l.next >= 0) links_[l.next].prev = l.prev;
-    if (list < kRing && heads_[list] < 0) nonempty_[list >> 6] &= ~(uint64_t(1) << (list & 63));
+    if (live_[list]++ == 0) set_nonempty(list, true);
+    ++live_count_;
+    if (l.items.size() - l.head > 2 * live_[list] + kSlack) compact(l);
+  }
+  // Drops a list's stale items, keeping the order of the others.
+  void compact(List& l) {
+    l.items.erase(l.items.begin(), l.items.begin() + std::ptrdiff_t(l.head));
+    l.items.erase(std::remove_if(l.items.begin(), l.items.end(), [&](const Item& i) { return !is_current(i); }),
+                  l.items.end());
+    l.head = 0;
+  }
+  // Every list compacted and its capacity cut to its size: then the items
+  // take at most one per slot.
+  void compact_all() {
+    item_capacity_ = 0;
+    for (List& l : lists_) {
+      compact(l);
+      std::vector<Item>(l.items).swap(l.items);
+      item_capacity_ += l.items.capacity();
+    }
   }
   void remove(int64_t slot) {
-    const int64_t at = where_[slot];
-    if (at == kAbsent) return;
+    SlotState& state = state_[slot];
+    if (state.list == kAbsent) return;
+    if (--live_[state.list] == 0) set_nonempty(state.list, false);
     --live_count_;
-    if (at == kNoFuture) {
-      ++version_[slot];  // its heap item is stale now
-      --no_future_count_;
-    } else {
-      unlink(slot);
-    }
-    where_[slot] = kAbsent;
+    state.list = kAbsent;
+    ++state.version;  // its item is stale now
+  }
+  // The oldest current item of a first-in-first-out list (it has one).
+  int64_t front(int list) {
+    List& l = lists_[list];
+    while (!is_current(l.items[l.head])) ++l.head;
+    return l.items[l.head].slot;
+  }
+  // The newest current item of a list (it has one).
+  int64_t back(int list) {
+    List& l = lists_[list];
+    while (!is_current(l.items.back())) l.items.pop_back();
+    return l.items.back().slot;
   }
 
   const EvictionPolicy& policy_;
-  ScoredHeap no_future_;
-  size_t no_future_count_ = 0;
-  std::vector<int64_t> where_;     // slot -> next use (its list), kNoFuture or kAbsent
-  std::vector<Links> links_;       // slot -> neighbours in its list
-  std::vector<uint64_t> version_;  // slot -> version of its no-future heap item
-  std::array<int32_t, kRing + 2> heads_;
-  uint64_t nonempty_[kRing / 64] = {};
+  std::vector<SlotState> state_;  // by slot
+  std::array<List, kLists> lists_;
+  std::array<size_t, kLists + 1> live_{};  // current items per list, and in the heap
+  std::vector<HeapItem> heap_;             // no known use, frequency not a small whole count
+  uint64_t nonempty_ring_[kRing / 64] = {};
+  uint64_t nonempty_frequency_ = 0;
   size_t live_count_ = 0;
+  size_t item_capacity_ = 0;  // the lists' capacities together
+  size_t reserved_ = 0;       // slots reserved for
   int64_t now_ = 0;
 };
 
@@ -358,8 +450,8 @@ void EvictionQueue::set_now(int64_t round) { order_->set_now(round); }
 void EvictionQueue::reserve(int64_t slots) { order_->reserve(static_cast<size_t>(std::max<int64_t>(slots, 0))); }
 size_t EvictionQueue::bytes_for(int64_t slots) {
   const size_t n = static_cast<size_t>(std::max<int64_t>(slots, 0));
-  const size_t per_slot = std::max(HeapOrder::bytes_per_slot(), LookaheadOrder::bytes_per_slot());
-  return n * per_slot + ScoredHeap::max_items(n) * sizeof(ScoredHeap::Item);
+  return std::max(n * HeapOrder::bytes_per_slot() + ScoredHeap::max_items(n) * sizeof(ScoredHeap::Item),
+                  LookaheadOrder::bytes_for(n));
 }
 
 }  // namespace strata::store

@@ -47,12 +47,14 @@ const std::vector<std::string>& eviction_policy_names();
 // deletion: re-scoring or removing a row only bumps the slot's version (O(1));
 // stale heap items are dropped when they surface or when the heap is compacted.
 //
-// lookahead: rows with no known next use leave first, by (frequency, slot)
-// (a heap as above); then rows by their next use, furthest first, kept in one
-// list per round of the look-ahead ring (256 rounds), so re-scoring a row whose
-// next use moved is O(1). Rows with the same next use leave in any order: the
-// next use is what Belady's rule ranks by. set_now() tells it the round being
-// planned (the ring is read from there).
+// lookahead: rows with no known next use leave first, least frequent first
+// (one list per whole count below 64, oldest first; other counts in a heap by
+// (frequency, slot)); then rows by their next use, furthest first, kept in one
+// list per round of the look-ahead ring (256 rounds). Every list deletes
+// lazily, so re-scoring a row is O(1) and touches 8 bytes of it. Rows with the
+// same next use leave in any order (newest first): the next use is what
+// Belady's rule ranks by. set_now() tells it the round being planned (the ring
+// is read from there).
 class EvictionQueue {
  public:
   explicit EvictionQueue(const EvictionPolicy& policy);
