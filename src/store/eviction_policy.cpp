@@ -383,13 +383,19 @@ class LookaheadOrder final : public EvictionQueue::Order {
                   l.items.end());
     l.head = 0;
   }
-  // Every list compacted and its capacity cut to its size: then the items
-  // take at most one per slot.
+  // Every list compacted, and a capacity above twice its size plus kSlack cut
+  // to 1.5 times: then the lists take at most two items per slot plus
+  // kLists * kSlack, half their budget, so this runs rarely.
   void compact_all() {
     item_capacity_ = 0;
     for (List& l : lists_) {
       compact(l);
-      std::vector<Item>(l.items).swap(l.items);
+      if (l.items.capacity() > 2 * l.items.size() + kSlack) {
+        std::vector<Item> smaller;
+        smaller.reserve(l.items.size() + l.items.size() / 2 + kSlack);
+        smaller.assign(l.items.begin(), l.items.end());
+        l.items.swap(smaller);
+      }
       item_capacity_ += l.items.capacity();
     }
   }

@@ -35,7 +35,8 @@ L1Directory::L1Directory(int owner, int64_t capacity_rows, int row_bytes, const 
 
 size_t L1Directory::memory_bytes() const {
   size_t bytes = EvictionQueue::bytes_for(static_cast<int64_t>(entry_of_slot_.capacity())) + index_.memory_bytes() +
-                 entries_.capacity() * sizeof(Entry) + free_entries_.capacity() * sizeof(int32_t) +
+                 entries_.capacity() * sizeof(Entry) +
+                 (free_entries_.capacity() + evicted_entries_.capacity()) * sizeof(int32_t) +
                  entry_of_slot_.capacity() * sizeof(int32_t) + usage_.capacity() * sizeof(RowUsage) +
                  free_slots_.capacity() * sizeof(int32_t);
   auto round_bytes = [](const KnownRound& r) {
@@ -143,7 +144,16 @@ void L1Directory::evict_slot(int32_t victim_slot, StagingPlan& plan) {
   plan.evict.push_back(e.id);
   plan.evict_slots.push_back(victim_slot);
   plan.evict_next_use.push_back(usage_[victim_slot].next_use);
-  release_if_unused(victim);
+  evicted_entries_.push_back(victim);  // released at the end of the plan, their index buckets prefetched
+}
+
+void L1Directory::release_evicted() {
+  const auto& evicted = evicted_entries_;
+  for (size_t i = 0; i < evicted.size(); ++i) {
+    if (i + kAhead < evicted.size()) index_.prefetch(entries_[evicted[i + kAhead]].id);
+    release_if_unused(evicted[i]);
+  }
+  evicted_entries_.clear();
 }
 
 void L1Directory::plan(int64_t round, int depth, StagingPlan& plan) {
@@ -156,7 +166,12 @@ void L1Directory::plan(int64_t round, int depth, StagingPlan& plan) {
     const auto& distinct = old.distinct;
     for (size_t i = 0; i < distinct.size(); ++i) {
       if (i + 2 * kAhead < distinct.size()) prefetch_entry(distinct[i + 2 * kAhead]);
-      if (i + kAhead < distinct.size()) prefetch_slot_of(distinct[i + kAhead]);
+      if (i + kAhead < distinct.size()) {
+        prefetch_slot_of(distinct[i + kAhead]);
+        // A row out of L1 that this round no longer pins is likely forgotten: its index bucket.
+        const Entry& ahead = entries_[distinct[i + kAhead]];
+        if (ahead.slot < 0 && ahead.pins <= 1) index_.prefetch(ahead.id);
+      }
       Entry& e = entries_[distinct[i]];
       e.future.clear(old.round);
       if (pinned && --e.pins == 0) {
@@ -243,6 +258,7 @@ void L1Directory::plan(int64_t round, int depth, StagingPlan& plan) {
     plan.insert.push_back(e.id);
     plan.insert_slots.push_back(e.slot);
   }
+  release_evicted();
   // Where each requester's rows sit now (all of them present: the round is pinned).
   plan.serve_offsets = front.offsets;
   const auto& requests = front.requests;

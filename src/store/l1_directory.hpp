@@ -134,6 +134,7 @@ class L1Directory {
   int32_t entry_index(const RowId& id);  // creates the entry when absent
   void release_if_unused(int32_t index);
   void evict_slot(int32_t slot, StagingPlan& plan);
+  void release_evicted();  // release_if_unused for the plan's evicted entries
   void prefetch_entry(int32_t index) const { __builtin_prefetch(&entries_[index]); }
   // The usage and queue state of an entry's slot (the entry itself was prefetched earlier).
   void prefetch_slot_of(int32_t index) const {
@@ -152,6 +153,7 @@ class L1Directory {
   RowMap<int32_t> index_;            // row -> entries_ index
   std::vector<Entry> entries_;
   std::vector<int32_t> free_entries_;
+  std::vector<int32_t> evicted_entries_;  // of the plan being made
   std::vector<int32_t> entry_of_slot_;  // L1 slot -> entries_ index
   std::vector<RowUsage> usage_;         // L1 slot -> what the policy knows of its row
   std::vector<int32_t> free_slots_;
