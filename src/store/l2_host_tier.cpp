@@ -122,7 +122,7 @@ void L2HostTier::note_future_use(const std::vector<RowId>& ids, int64_t round) {
   const size_t n = ids.size();
   for (size_t i = 0; i < n; ++i) {
     if (i + 2 * kAhead < n) cache_->prefetch(ids[i + 2 * kAhead]);
-    if (i + kAhead < n) prefetch_slot(cache_->find(ids[i + kAhead]));
+    if (i + kAhead < n) prefetch_usage(cache_->find(ids[i + kAhead]));
     const int64_t slot = cache_->find(ids[i]);
     if (slot < 0 || usage_[slot].next_use <= round) continue;
     usage_[slot].next_use = round;
@@ -133,6 +133,11 @@ void L2HostTier::note_future_use(const std::vector<RowId>& ids, int64_t round) {
 void L2HostTier::prefetch_slot(int64_t slot) const {
   if (slot < 0) return;
   __builtin_prefetch(cache_->row(slot));
+  prefetch_usage(slot);
+}
+
+void L2HostTier::prefetch_usage(int64_t slot) const {
+  if (slot < 0) return;
   if (static_cast<size_t>(slot) < usage_.size()) __builtin_prefetch(&usage_[slot]);
   queue_.prefetch(slot);
 }
