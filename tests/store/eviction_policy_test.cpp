@@ -2,6 +2,10 @@
 // (absent from the queue) are never chosen.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <random>
+#include <unordered_map>
+
 #include "common/error.hpp"
 #include "store/eviction_policy.hpp"
 
@@ -70,6 +74,73 @@ TEST(EvictionPolicy, LookaheadEvictsFurthestNextUseThenLeastFrequent) {
   EXPECT_EQ(f.queue.peek_victim(), 1);
   f.access(4, 3);  // no next use, frequency 1: leaves before 1
   EXPECT_EQ(f.queue.peek_victim(), 4);
+}
+
+TEST(EvictionPolicy, LookaheadRowsWithoutAUseLeaveOldestFirstAmongEqualCounts) {
+  Fixture f("lookahead");
+  for (int64_t slot : {7, 3, 5}) {
+    f.usage[slot].frequency = 2;
+    f.queue.update(slot, f.usage[slot]);
+  }
+  f.usage[9].frequency = 2.5;  // not a whole count: the heap, after the count-2 rows
+  f.queue.update(9, f.usage[9]);
+  for (int64_t expected : {7, 3, 5, 9}) {
+    EXPECT_EQ(f.queue.peek_victim(), expected);
+    f.queue.erase(expected);
+  }
+  EXPECT_EQ(f.queue.peek_victim(), -1);
+}
+
+// Random updates, erases and rounds: the victim is always one the rule allows
+// (no known use and least frequent, else the furthest next use), and size()
+// counts the rows, however many stale items the lists carry.
+TEST(EvictionPolicy, LookaheadVictimFollowsTheRuleUnderRandomUpdates) {
+  auto policy = make_eviction_policy("lookahead");
+  EvictionQueue queue(*policy);
+  constexpr int64_t kSlots = 500;
+  queue.reserve(kSlots);
+  std::unordered_map<int64_t, RowUsage> live;
+  std::mt19937_64 rng(7);
+  int64_t now = 0;
+  for (int step = 0; step < 40000; ++step) {
+    const int64_t slot = int64_t(rng() % kSlots);
+    const int op = int(rng() % 10);
+    if (op < 6) {
+      RowUsage u;
+      u.frequency = (rng() % 4 == 0) ? double(rng() % 100) + 0.5 : double(rng() % 80);
+      u.next_use = (rng() % 3 == 0) ? INT64_MAX : now - 3 + int64_t(rng() % 203);
+      queue.update(slot, u);
+      live[slot] = u;
+    } else if (op < 9) {
+      queue.erase(slot);
+      live.erase(slot);
+    } else {
+      now += 1;
+      queue.set_now(now);
+    }
+    ASSERT_EQ(queue.size(), live.size());
+    const int64_t victim = queue.peek_victim();
+    if (live.empty()) {
+      ASSERT_EQ(victim, -1);
+      continue;
+    }
+    ASSERT_TRUE(live.count(victim)) << "step " << step;
+    double least = INFINITY;
+    int64_t furthest = INT64_MIN;
+    for (const auto& [s, u] : live) {
+      if (u.next_use == INT64_MAX) least = std::min(least, u.frequency);
+      if (u.next_use != INT64_MAX && u.next_use >= now) furthest = std::max(furthest, u.next_use);
+    }
+    const RowUsage& chosen = live[victim];
+    if (least != INFINITY) {
+      ASSERT_EQ(chosen.next_use, INT64_MAX) << "step " << step;
+      ASSERT_EQ(chosen.frequency, least) << "step " << step;
+    } else if (furthest != INT64_MIN) {
+      ASSERT_EQ(chosen.next_use, furthest) << "step " << step;
+    } else {
+      ASSERT_LT(chosen.next_use, now) << "step " << step;  // only past uses left: any of them
+    }
+  }
 }
 
 TEST(EvictionPolicy, UnknownNameIsAClearError) {
