@@ -90,6 +90,12 @@ class L1Directory {
   void add_round(int64_t round, const std::vector<RowId>& rows, std::vector<RowId>* absent = nullptr);
   // The next known round that needs `id` (after the rounds already planned), INT64_MAX if none.
   int64_t next_use(const RowId& id) const;
+  // A next_use(id) soon: start loading its index bucket, then (a few rows
+  // later, the bucket in cache) its entry.
+  void prefetch_index(const RowId& id) const { index_.prefetch(id); }
+  void prefetch_entry_of(const RowId& id) const {
+    if (const int32_t* index = index_.find(id)) prefetch_entry(*index);
+  }
   // Plans round `round` (the oldest added, not yet planned) with the window
   // [round, round + depth] pinned, into *plan (cleared first). Throws
   // strata::Error when the pinned rows do not fit (names the minimum budget).

@@ -92,10 +92,10 @@ void L2HostTier::set_refusing(bool refusing) {
   refusing_ = refusing;
 }
 
-void L2HostTier::touch(int64_t slot, int64_t round, int64_t next_use) {
+void L2HostTier::touch(int64_t slot, int64_t round, int64_t next_use, bool next_use_exact) {
   if (static_cast<size_t>(slot) >= usage_.size()) usage_.resize(slot + 1);
   policy_.record_access(usage_[slot], round);
-  usage_[slot].next_use = next_use != INT64_MAX ? next_use : next_use_(cache_->id(slot));
+  usage_[slot].next_use = next_use != INT64_MAX || next_use_exact ? next_use : next_use_(cache_->id(slot));
   queue_.update(slot, usage_[slot]);
 }
 
@@ -189,7 +189,7 @@ void L2HostTier::read(const std::vector<RowId>& ids, int64_t round, float* value
   if (!missing_.empty()) fetch_from_servers(missing_, &missing_at_, values);
 }
 
-void L2HostTier::write_back(const RowBlock& rows, int64_t round, const int64_t* next_use) {
+void L2HostTier::write_back(const RowBlock& rows, int64_t round, const int64_t* next_use, bool next_use_exact) {
   if (rows.size() == 0) return;
   if (!cache_ || cache_->capacity() == 0) {
     counters_.fallback_rows += rows.size();
@@ -218,7 +218,7 @@ void L2HostTier::write_back(const RowBlock& rows, int64_t round, const int64_t* 
       if (static_cast<size_t>(slot) >= usage_.size()) usage_.resize(slot + 1);
       if (history_) policy_.admit(usage_[slot], history_->frequency(rows.ids[i].table, rows.ids[i].key));
     }
-    touch(slot, round, next_use ? next_use[i] : INT64_MAX);
+    touch(slot, round, next_use ? next_use[i] : INT64_MAX, next_use && next_use_exact);
   }
   if (spill.size()) write_to_servers(spill, /*wait=*/false);
 }

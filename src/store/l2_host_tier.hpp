@@ -58,8 +58,10 @@ class L2HostTier {
   void read(const std::vector<RowId>& ids, int64_t round, float* values, uint8_t* dirty);
   // Dirty rows coming back from an L1: they are newer than anything below.
   // next_use (may be null): each row's next known use, INT64_MAX when it must
-  // be asked for (a finite one saves the look-up).
-  void write_back(const RowBlock& rows, int64_t round, const int64_t* next_use = nullptr);
+  // be asked for (a finite one saves the look-up); with next_use_exact,
+  // INT64_MAX means no known use (the caller asked already).
+  void write_back(const RowBlock& rows, int64_t round, const int64_t* next_use = nullptr,
+                  bool next_use_exact = false);
   // The dirty rows of an L1 written down whole (end of training, checkpoint):
   // rows held here are updated in place; the rest go straight to the servers,
   // without displacing L2's rows (an L1 being emptied or checkpointed needs no
@@ -89,7 +91,7 @@ class L2HostTier {
   // Sends rows to their servers; with `wait`, returns once the servers have them.
   void write_to_servers(const RowBlock& rows, bool wait);
   void complete_sends(bool all);
-  void touch(int64_t slot, int64_t round, int64_t next_use = INT64_MAX);
+  void touch(int64_t slot, int64_t round, int64_t next_use = INT64_MAX, bool next_use_exact = false);
   void remove(int64_t slot);  // drops a row without writing it anywhere
   void prefetch_slot(int64_t slot) const;  // a slot's row and bookkeeping (no-op for -1)
   void prefetch_usage(int64_t slot) const;  // its bookkeeping only (no-op for -1)

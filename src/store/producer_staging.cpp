@@ -15,6 +15,7 @@ namespace strata::store {
 namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+constexpr size_t kAhead = 8;  // rows in flight in a prefetched pass
 }  // namespace
 
 ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vector<int> owners,
@@ -154,7 +155,16 @@ void ProducerStaging::apply_arrived() {
       if (j == evicted.ids.size()) throw Error("write-back of a row that was not evicted (protocol bug)");
       arrived_next_use_[i] = evicted.next_use[j];
     }
-    l2_->write_back(rows, header.round, arrived_next_use_.data());
+    // Rows evicted with no known use: a use may have become known since. Asked
+    // here, two stages of prefetch ahead, rather than one miss at a time inside L2.
+    const size_t n = rows.size();
+    auto unknown = [&](size_t i) { return arrived_next_use_[i] == INT64_MAX; };
+    for (size_t i = 0; i < n; ++i) {
+      if (i + 2 * kAhead < n && unknown(i + 2 * kAhead)) directory_of(rows.ids[i + 2 * kAhead]).prefetch_index(rows.ids[i + 2 * kAhead]);
+      if (i + kAhead < n && unknown(i + kAhead)) directory_of(rows.ids[i + kAhead]).prefetch_entry_of(rows.ids[i + kAhead]);
+      if (unknown(i)) arrived_next_use_[i] = directory_of(rows.ids[i]).next_use(rows.ids[i]);
+    }
+    l2_->write_back(rows, header.round, arrived_next_use_.data(), /*next_use_exact=*/true);
     for (const RowId& id : evicted.ids) {
       int* count = pending_.find(id);
       if (--*count == 0) pending_.erase(id);
