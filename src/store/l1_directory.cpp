@@ -226,7 +226,12 @@ void L1Directory::plan(int64_t round, int depth, StagingPlan& plan) {
   const auto& distinct = front.distinct;
   for (size_t i = 0; i < distinct.size(); ++i) {
     if (i + 2 * kAhead < distinct.size()) prefetch_entry(distinct[i + 2 * kAhead]);
-    if (i + kAhead < distinct.size()) prefetch_slot_of(distinct[i + kAhead]);
+    if (i + kAhead < distinct.size()) {
+      prefetch_slot_of(distinct[i + kAhead]);
+      // A row to insert reads its access history.
+      const Entry& ahead = entries_[distinct[i + kAhead]];
+      if (ahead.slot < 0 && history_) history_->prefetch(ahead.id.table, ahead.id.key);
+    }
     const int32_t index = distinct[i];
     if (entries_[index].slot >= 0) {
       policy_.record_access(usage_[entries_[index].slot], round);
