@@ -116,6 +116,8 @@ void L1Directory::add_round(int64_t round, const OwnerRequests& requests, std::v
       prefetch_entry(known.requests[i + kAhead]);
       if (history_) history_->prefetch(ids[i + kAhead].table, ids[i + kAhead].key);
     }
+    // Second stage (the entry loaded by now): a present row's usage and queue state.
+    if (i + kAhead / 2 < n) prefetch_slot_of(known.requests[i + kAhead / 2]);
     const int32_t index = known.requests[i];
     Entry& e = entries_[index];
     if (e.listed == round) continue;  // asked for by an earlier requester of this round
