@@ -1,6 +1,7 @@
 #include "config/model_set.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <cctype>
@@ -62,6 +63,8 @@ std::string model_key(const std::string& key, const std::string& where) {
 
 struct DeckModels {
   std::vector<std::string> names;
+  std::string shared_ingest, shared_ingest_mb;  // as written, with their lines
+  int shared_ingest_line = 0, shared_ingest_mb_line = 0;
   std::map<std::string, DeckOverlay> sections;  // name -> its keys
 };
 
@@ -99,10 +102,18 @@ DeckModels read_deck_models(const std::string& path) {
     if (equals == std::string::npos) continue;  // parse_run_options names the bad line
     const std::string key = trim(text.substr(0, equals)), value = trim(text.substr(equals + 1));
     if (section == "models") {
+      if (key == "shared_ingest") {
+        found.shared_ingest = value, found.shared_ingest_line = number;
+        continue;
+      }
+      if (key == "shared_ingest_mb") {
+        found.shared_ingest_mb = value, found.shared_ingest_mb_line = number;
+        continue;
+      }
       if (key != "names") {
         throw Error("unknown key 'models." + key + "'" + where,
-                    "[models] has one key, names = a,b,c; each model's keys go in its [model.NAME] section "
-                    "(--models.only=NAME is given on the command line)");
+                    "[models] has the keys names = a,b,c, shared_ingest = true|false and shared_ingest_mb; each "
+                    "model's keys go in its [model.NAME] section (--models.only=NAME is given on the command line)");
       }
       found.names = split_names(value);
       names_line = number;
@@ -144,6 +155,36 @@ std::string config_path(const std::vector<std::string>& args) {
   return {};
 }
 
+// [models] shared_ingest and shared_ingest_mb, the command line winning over the deck.
+void read_shared_ingest(const DeckModels& deck, const std::string& path, const std::string& ingest_arg,
+                        const std::string& mb_arg, ModelSet& set) {
+  const bool from_line = ingest_arg.empty();
+  const std::string ingest = from_line ? deck.shared_ingest : ingest_arg;
+  const std::string where = from_line ? " in deck " + path + ", line " + std::to_string(deck.shared_ingest_line)
+                                      : " on the command line";
+  if (ingest == "true" || ingest == "1" || ingest == "yes") {
+    set.shared_ingest = true;
+  } else if (ingest == "false" || ingest == "0" || ingest == "no") {
+    set.shared_ingest = false;
+  } else if (!ingest.empty()) {
+    throw Error("models.shared_ingest = '" + ingest + "'" + where + " is not true or false",
+                "write models.shared_ingest = true (the models' producers make each sample once) or false");
+  }
+  const bool mb_from_line = mb_arg.empty();
+  const std::string mb = mb_from_line ? deck.shared_ingest_mb : mb_arg;
+  if (mb.empty()) return;
+  const std::string mb_where = mb_from_line
+                                   ? " in deck " + path + ", line " + std::to_string(deck.shared_ingest_mb_line)
+                                   : " on the command line";
+  char* end = nullptr;
+  const double value = std::strtod(mb.c_str(), &end);
+  if (end == mb.c_str() || *end != '\0' || !(value >= 1) || value > 65536) {
+    throw Error("models.shared_ingest_mb = '" + mb + "'" + mb_where + " is not a size from 1 to 65536 MiB",
+                "give the shared memory per node for the models' common samples in MiB, e.g. 64");
+  }
+  set.shared_ingest_mb = value;
+}
+
 }  // namespace
 
 ModelSet parse_model_set(const std::vector<std::string>& raw_args) {
@@ -151,12 +192,17 @@ ModelSet parse_model_set(const std::vector<std::string>& raw_args) {
   // --models.only and --model.NAME.KEY=VALUE are this file's; the rest is parse_run_options's.
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> model_args;  // "--model.NAME.KEY=VALUE"
+  std::string shared_ingest_arg, shared_ingest_mb_arg;
   for (size_t i = 0; i < raw_args.size(); ++i) {
     const std::string& arg = raw_args[i];
     if (arg == "--models.only" && i + 1 < raw_args.size()) {
       set.only = raw_args[++i];
     } else if (arg.rfind("--models.only=", 0) == 0) {
       set.only = arg.substr(14);
+    } else if (arg.rfind("--models.shared_ingest=", 0) == 0) {
+      shared_ingest_arg = arg.substr(23);
+    } else if (arg.rfind("--models.shared_ingest_mb=", 0) == 0) {
+      shared_ingest_mb_arg = arg.substr(26);
     } else {
       args.push_back(arg);
     }
@@ -164,6 +210,7 @@ ModelSet parse_model_set(const std::vector<std::string>& raw_args) {
   const std::string path = config_path(args);
   DeckModels deck = path.empty() || !fs::is_regular_file(path) ? DeckModels{} : read_deck_models(path);
   set.names = deck.names;
+  read_shared_ingest(deck, path, shared_ingest_arg, shared_ingest_mb_arg, set);
   // Per-model command-line keys: --model.NAME.KEY=VALUE for a NAME the deck lists.
   std::vector<std::string> shared_args;
   for (const std::string& arg : args) {

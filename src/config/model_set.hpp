@@ -25,6 +25,11 @@ struct ModelSet {
   std::vector<std::string> names;  // every model the deck lists
   std::string only;                // --models.only=NAME
   std::string output_dir;          // the job's folder (each model writes output_dir/NAME)
+  // [models] shared_ingest: the models' producers on a node make each training
+  // sample once for all of them (docs/MULTI_MODEL.md), in shared_ingest_mb of
+  // memory per node; --models.shared_ingest=false makes every model read alone.
+  bool shared_ingest = true;
+  double shared_ingest_mb = 64;
   bool co_trained() const { return !names.empty(); }
 };
 

@@ -1,15 +1,18 @@
 #include "runtime/batch_source.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
 #include "data/hdf5_dataset.hpp"
+#include "data/shared_chunk_cache.hpp"
 #include "data/sequence_hdf5.hpp"
 #include "data/sequence_next_item.hpp"
 #include "data/sequence_samples.hpp"
 #include "data/synthetic.hpp"
+#include "runtime/shared_ingest.hpp"
 
 namespace strata::runtime {
 namespace {
@@ -33,15 +36,19 @@ template <class Dataset>
 class IndexedBatchSource : public BatchSource {
  public:
   IndexedBatchSource(Dataset dataset, const RunOptions& options, std::vector<int> trainers, int total_trainers,
-                     data::ParseStats stats = {})
+                     data::ParseStats stats = {}, data::SharedChunkCache* shared = nullptr)
       : dataset_(std::move(dataset)),
         stats_(stats),
         trainers_(std::move(trainers)),
         total_trainers_(total_trainers),
         batch_size_(options.train.batch_size),
-        eval_batch_size_(options.train.eval_batch_size) {}
+        eval_batch_size_(options.train.eval_batch_size),
+        shared_(shared) {}
 
   void start_phase(Phase phase) override {
+    if (shared_ && phase_ == Phase::kTrain && started_training_) {
+      shared_->set_cursor((epoch_ + 1) * dataset_.size(data::Stream::kTrain));  // past this epoch
+    }
     phase_ = phase;
     next_step_.assign(total_trainers_, 0);
     // The stream is a pure function of the sample index: an interrupted epoch
@@ -72,17 +79,68 @@ class IndexedBatchSource : public BatchSource {
     const int64_t step = next_step_[trainer]++;
     const int64_t first = base_ + (step * total_trainers_ + trainer) * per_batch;
     const int64_t count = std::min<int64_t>(per_batch, size - first);
-    if (count <= 0 || (train && count < per_batch)) return false;
+    if (count <= 0 || (train && count < per_batch)) {
+      if (shared_ && train) shared_->set_cursor((epoch_ + 1) * size);  // this epoch needs nothing more
+      return false;
+    }
     batch.reset(dataset_.num_dense(), dataset_.num_tables());
-    dataset_.generate(stream, first, static_cast<int32_t>(count), batch, epoch_);
+    if (shared_ && train) {
+      assemble_from_chunks(first, static_cast<int32_t>(count), batch);
+      shared_->set_cursor(epoch_ * size + next_needed());
+    } else {
+      dataset_.generate(stream, first, static_cast<int32_t>(count), batch, epoch_);
+    }
     batch.first_sample = first;
     return true;
   }
 
   data::ParseStats stats() const override { return stats_; }
+  data::SharedChunkStats shared_stats() const override { return shared_ ? shared_->stats() : data::SharedChunkStats{}; }
   bool has_eval() const override { return dataset_.size(data::Stream::kEval) > 0; }
 
  private:
+  // Training samples [first, first + count) from the node's shared chunks,
+  // making (and publishing) the chunks no other producer has made yet. Every
+  // sample is a pure function of its index, so the batch is the one
+  // generate() would give.
+  void assemble_from_chunks(int64_t first, int32_t count, data::Batch& batch) {
+    const data::Stream stream = data::Stream::kTrain;
+    const int64_t size = dataset_.size(stream);
+    const int64_t C = shared_->chunk_samples();
+    dataset_.generate(stream, first, 0, batch, epoch_);  // the batch's shape (labels per sample)
+    for (int64_t at = first; at < first + count;) {
+      const int64_t chunk = at / C;
+      const int64_t chunk_first = chunk * C, chunk_end = std::min(chunk_first + C, size);
+      const int32_t from = static_cast<int32_t>(at - chunk_first);
+      const int32_t to = static_cast<int32_t>(std::min<int64_t>(first + count, chunk_end) - chunk_first);
+      const data::ChunkKey key{0, epoch_, chunk};
+      bool copied = shared_->append(key, from, to, batch);
+      if (!copied) {
+        using Reservation = data::SharedChunkCache::Reservation;
+        const Reservation reservation = shared_->reserve(key, epoch_ * size + chunk_end);
+        // Another producer is making it: take it once it is there, else make it here too.
+        if (reservation == Reservation::kTheirs) copied = shared_->append(key, from, to, batch);
+        if (!copied) {
+          shared_->count_made();
+          chunk_.reset(dataset_.num_dense(), dataset_.num_tables());
+          dataset_.generate(stream, chunk_first, static_cast<int32_t>(chunk_end - chunk_first), chunk_, epoch_);
+          if (reservation == Reservation::kMine) shared_->fill(key, chunk_);
+          data::SharedChunkCache::append_samples(chunk_, from, to - from, batch);
+        }
+      }
+      at = chunk_first + to;
+    }
+  }
+
+  // The first training sample any of this producer's trainers will still ask for in this phase.
+  int64_t next_needed() const {
+    int64_t lowest = std::numeric_limits<int64_t>::max();
+    for (int t : trainers_) {
+      lowest = std::min(lowest, base_ + (next_step_[size_t(t)] * total_trainers_ + t) * batch_size_);
+    }
+    return lowest;
+  }
+
   Dataset dataset_;
   data::ParseStats stats_;  // of the event file a sequence corpus was read from
   std::vector<int> trainers_;
@@ -96,6 +154,8 @@ class IndexedBatchSource : public BatchSource {
   int64_t pending_epoch_ = 0;              // and its epoch
   int64_t epoch_ = 0;                      // of the training phase now
   bool started_training_ = false;
+  data::SharedChunkCache* shared_;  // the node's shared chunks (co-trained models), or null
+  data::Batch chunk_;               // scratch: a chunk this producer makes
 };
 
 class TextBatchSource : public BatchSource {
@@ -218,8 +278,9 @@ DataShape data_shape(const DataOptions& options) {
 std::unique_ptr<BatchSource> make_batch_source(const RunOptions& options, int producer, int producers,
                                                std::vector<int> trainers, int total_trainers) {
   if (options.data.source == "synthetic") {
-    return std::make_unique<IndexedBatchSource<data::SyntheticDataset>>(data::SyntheticDataset(options.data), options,
-                                                                         std::move(trainers), total_trainers);
+    return std::make_unique<IndexedBatchSource<data::SyntheticDataset>>(
+        data::SyntheticDataset(options.data), options, std::move(trainers), total_trainers, data::ParseStats{},
+        shared_ingest_cache());
   }
   if (sequence_source(options.data)) {
     // Every producer reads the whole event file (grouping by user needs all of it);
@@ -235,11 +296,15 @@ std::unique_ptr<BatchSource> make_batch_source(const RunOptions& options, int pr
       next.eval_on_test = ctr.eval_on_test;
       next.seed = ctr.seed;
       return std::make_unique<IndexedBatchSource<data::NextItemSamples>>(
-          data::NextItemSamples(std::move(corpus), next), options, std::move(trainers), total_trainers, stats);
+          data::NextItemSamples(std::move(corpus), next), options, std::move(trainers), total_trainers, stats,
+          shared_ingest_cache());
     }
     return std::make_unique<IndexedBatchSource<data::SequenceSamples>>(
-        data::SequenceSamples(std::move(corpus), ctr), options, std::move(trainers), total_trainers, stats);
+        data::SequenceSamples(std::move(corpus), ctr), options, std::move(trainers), total_trainers, stats,
+        shared_ingest_cache());
   }
+  // Text and converted files are read by shard; their chunks are not shared yet.
+  if (shared_ingest_cache()) shared_ingest_cache()->retire();
   return std::make_unique<TextBatchSource>(options, producer, producers);
 }
 

@@ -11,6 +11,7 @@
 #include "config/options.hpp"
 #include "data/batch.hpp"
 #include "data/sample_reader.hpp"
+#include "data/shared_chunk_cache.hpp"
 
 namespace strata::runtime {
 
@@ -51,6 +52,8 @@ class BatchSource {
   virtual bool next(int trainer, data::Batch& batch) = 0;
   // Parse statistics so far (zero for synthetic data).
   virtual data::ParseStats stats() const = 0;
+  // What the node's shared chunks saved this producer (co-trained models; zero otherwise).
+  virtual data::SharedChunkStats shared_stats() const { return {}; }
   // The training stream's position before the next batch.
   virtual SourcePosition position() const { return {}; }
   // The next training phase continues an interrupted epoch instead of starting one.

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "comm/collectives.hpp"
@@ -15,6 +16,7 @@
 #include "common/exit_codes.hpp"
 #include "io/metrics_writer.hpp"
 #include "runtime/output_dir.hpp"
+#include "runtime/shared_ingest.hpp"
 #include "runtime/train_job.hpp"
 
 namespace strata::runtime {
@@ -117,8 +119,19 @@ int run_model_set_job(const ModelSet& set, MPI_Comm world) {
   model.options.model_name = model.name;
   int job_rank = 0;
   MPI_Comm_rank(job, &job_rank);
+  // Shared ingestion: every model's producers on a node make each training
+  // sample once for all of them (job ranks: trainers, producers, servers).
+  const LayoutOptions& layout = model.options.layout;
+  const bool producer = job_rank >= layout.trainers && job_rank < layout.trainers + layout.producers;
+  std::optional<SharedIngest> ingest;
+  if (set.shared_ingest && set.models.size() > 1) {
+    SharedIngestOptions ingest_options;
+    ingest_options.mb = set.shared_ingest_mb;
+    ingest.emplace(world, producer, ingest_options);
+  }
   TrainJobResult result;
   if (finished_earlier(model)) {
+    if (shared_ingest_cache()) shared_ingest_cache()->retire();  // the others must not wait for it
     // Its ranks wait for the others; its summary stands as written.
     if (job_rank == 0) {
       std::printf("strata train: model %s finished in an earlier run of this job (%s/summary.json): not trained "
@@ -139,6 +152,7 @@ int run_model_set_job(const ModelSet& set, MPI_Comm world) {
       throw Error("model '" + model.name + "': " + e.what_failed(), e.how_to_fix());
     }
   }
+  if (ingest) ingest->finish();
   MPI_Comm_free(&job);
 
   // Each model's summary (its job rank 0 holds it) to world rank 0; a model that

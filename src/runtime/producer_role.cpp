@@ -73,6 +73,7 @@ ProducerReport Producer::run() {
   if (run_has_eval(options_)) run_phase(Phase::kEval);
   stop_stall_watchdog();
   report_.parse = source_->stats();
+  report_.shared = source_->shared_stats();
   if (staging_) {
     const auto& c = staging_->counters();
     const auto& l2 = staging_->l2_counters();

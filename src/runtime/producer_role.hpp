@@ -7,6 +7,7 @@
 #include "common/cpu_time.hpp"
 #include "config/options.hpp"
 #include "data/sample_reader.hpp"
+#include "data/shared_chunk_cache.hpp"
 #include "runtime/checkpointing.hpp"
 #include "runtime/role_layout.hpp"
 
@@ -33,6 +34,8 @@ struct ProducerReport {
   int64_t max_window_rows = 0, l1_capacity_rows = 0, l2_capacity_rows = 0;
   uint64_t late_rounds = 0;        // rounds staged after the trainers had run dry
   int64_t ps_fallback_round = -1;  // first step served in Scheme A after a fallback, -1 if none
+  // Shared ingestion (co-trained models): chunks served by the node's cache and made here.
+  data::SharedChunkStats shared;
   // Frequency admission (store.min_count).
   uint64_t admission_keys_seen = 0, admission_keys_defaulted = 0;
 };

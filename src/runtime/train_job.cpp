@@ -38,7 +38,7 @@ namespace {
 struct RankReport {
   int32_t role = 0;
   int32_t index = 0;
-  double values[32] = {};
+  double values[40] = {};
   double train_cpu[2] = {};  // user, sys over the role's training loop
   double run_cpu[2] = {};    // user, sys of the whole process
   double peak_rss_mib = 0;   // the process's high-water resident memory
@@ -51,8 +51,9 @@ enum ProducerField { kBatches, kSamples, kBytesSent, kBuildS, kBlockedS, kLines,
                      kL1Evictions, kL2Hits, kL2Misses, kL2Evictions, kL2WriteBacks, kFallbackRows, kBytesL3ToL2,
                      kBytesL2ToL3, kStagingS, kWriteBackWaitS, kL3WaitS, kMaxWindowRows, kL1CapacityRows,
                      kL2CapacityRows, kLateRounds, kPsFallbackRound, kAdmissionSeen, kAdmissionDefaulted,
-                     kStagingCpuS, kProducerFields };
-static_assert(kProducerFields <= 32, "RankReport::values is too small");
+                     kStagingCpuS, kSharedHits, kSharedMade, kSharedPublished, kSharedWaitS,
+                     kSharedSamplesCopied, kSharedMakingWaitS, kProducerFields };
+static_assert(kProducerFields <= 40, "RankReport::values is too small");
 enum ServerField { kRounds, kRows, kMemoryBytes };
 enum TrainerField { kStallS, kPullWaitS, kRowsPulled, kBytesPulled, kRowsPushed, kBytesPushed, kBytesRequested,
                     kBytesBatches, kBytesAllreduce, kKeysTotal, kKeysUnique, kKeysBatches, kBytesExperts, kBytesSequence };
@@ -96,6 +97,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
         tiered[kAdmissionSeen] += v[kAdmissionSeen];
         tiered[kAdmissionDefaulted] += v[kAdmissionDefaulted];
         tiered[kStagingCpuS] += v[kStagingCpuS];
+        for (int f = kSharedHits; f <= kSharedMakingWaitS; ++f) tiered[f] += v[f];
         producer_blocked += v[kBlockedS], producer_build += v[kBuildS];
         break;
       case Role::kServer:
@@ -230,6 +232,17 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
                                         {"l2_per_producer", options.store.mode == "tiered" ? options.store.l2_mb : 0.0}}},
                        {"server_bytes_per_row", server_rows > 0 ? server_memory / server_rows : 0.0},
                        {"row_payload_bytes", row_payload}};
+  if (tiered[kSharedHits] + tiered[kSharedMade] > 0) {
+    // Co-trained models: what the node's shared chunks saved this model's producers.
+    const double reads = tiered[kSharedHits] + tiered[kSharedMade];  // chunk pieces a batch took
+    summary["shared_ingest"] = {{"chunk_hits", tiered[kSharedHits]},
+                                {"chunks_made", tiered[kSharedMade]},
+                                {"making_wait_s", tiered[kSharedMakingWaitS]},
+                                {"chunks_published", tiered[kSharedPublished]},
+                                {"hit_rate", tiered[kSharedHits] / reads},
+                                {"samples_copied", tiered[kSharedSamplesCopied]},
+                                {"wait_s", tiered[kSharedWaitS]}};
+  }
   if (options.store.min_count > 1) {
     summary["admission"] = {{"min_count", options.store.min_count},
                             {"keys_seen", tiered[kAdmissionSeen]},
@@ -400,6 +413,9 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
       v[kL2CapacityRows] = double(r.l2_capacity_rows);
       v[kLateRounds] = double(r.late_rounds), v[kPsFallbackRound] = double(r.ps_fallback_round);
       v[kAdmissionSeen] = double(r.admission_keys_seen), v[kAdmissionDefaulted] = double(r.admission_keys_defaulted);
+      v[kSharedHits] = double(r.shared.hits), v[kSharedMade] = double(r.shared.made);
+      v[kSharedPublished] = double(r.shared.published), v[kSharedWaitS] = r.shared.wait_s;
+      v[kSharedSamplesCopied] = double(r.shared.samples_copied), v[kSharedMakingWaitS] = r.shared.making_wait_s;
       if (r.parse.malformed > 0) {
         spdlog::warn("producer {}: skipped {} malformed of {} lines", context.index, r.parse.malformed, r.parse.lines);
       }

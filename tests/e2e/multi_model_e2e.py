@@ -151,6 +151,20 @@ def case_co_trained_equals_alone(r):
     # Different models trained different numbers.
     assert len({co[n]["params_digest"] for n in MODELS}) == 3
     same_numbers(co, alone(r, deck, "alone"), "co-trained vs alone")
+    # Shared ingestion (on by default): the producers made each training chunk
+    # of 256 samples about once for all three models, not once per model
+    # (dlrm_a's 2 trainers read 60 chunks, the others 30 each: 120 apart).
+    shared = {n: co[n]["shared_ingest"] for n in MODELS}
+    made = sum(s["chunks_made"] for s in shared.values())
+    hits = sum(s["chunk_hits"] for s in shared.values())
+    assert 60 <= made <= 90, f"chunks made {made} (60 once each, 120 without sharing): {shared}"
+    assert hits >= 120 - made, shared
+    # Without it each model makes its own samples, with the same numbers.
+    train(r, ALL_RANKS, deck, "co_apart", "--models.shared_ingest=false")
+    _, apart = summaries(r, "co_apart")
+    assert all("shared_ingest" not in apart[n] for n in MODELS)
+    same_numbers(apart, co, "shared ingestion off vs on")
+    print(f"shared ingestion: {made} chunks made for 120 reads, {hits} copied")
     # A model's digest does not depend on the others' store mode.
     train(r, ALL_RANKS, deck, "co_ps", "--store.mode=ps")
     _, co_ps = summaries(r, "co_ps")
@@ -246,6 +260,11 @@ def case_bad_decks(r):
     assert proc.returncode != 0, text
     assert "model 'dlrm_b': the training loss became NaN" in text, text
     print("nan: the job ended, naming model dlrm_b")
+    expect_refused(r, "shared_ingest", ALL_RANKS, deck, "--models.shared_ingest=maybe",
+                   contains=["models.shared_ingest", "'maybe'", "true"])
+    bad = DECK.replace("names = dlrm_a, dlrm_b, din_c", "names = dlrm_a, dlrm_b, din_c\nshared_ingest_mb = 0")
+    expect_refused(r, "shared_ingest_mb", ALL_RANKS, write_deck(r, "ingest_mb.ini", bad),
+                   contains=["models.shared_ingest_mb", "line 4", "MiB"])
     # A used output.dir is refused for the job as for one model.
     train(r, ALL_RANKS, deck, "used")
     expect_refused(r, "used", ALL_RANKS, deck, contains=["already holds the outputs", "--output.overwrite"])

@@ -1,0 +1,22 @@
+#include "comm/node_shared_memory.hpp"
+
+#include "comm/mpi_channel.hpp"
+
+namespace strata::comm {
+
+NodeSharedMemory::NodeSharedMemory(MPI_Comm node_comm, size_t bytes) : bytes_(bytes) {
+  int rank = 0;
+  MPI_Comm_rank(node_comm, &rank);
+  void* mine = nullptr;
+  check_mpi(MPI_Win_allocate_shared(rank == 0 ? MPI_Aint(bytes) : 0, 1, MPI_INFO_NULL, node_comm, &mine, &window_),
+            "MPI_Win_allocate_shared");
+  MPI_Aint size = 0;
+  int unit = 0;
+  check_mpi(MPI_Win_shared_query(window_, 0, &size, &unit, &data_), "MPI_Win_shared_query");
+}
+
+NodeSharedMemory::~NodeSharedMemory() {
+  if (window_ != MPI_WIN_NULL) MPI_Win_free(&window_);
+}
+
+}  // namespace strata::comm
