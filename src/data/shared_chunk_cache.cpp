@@ -38,9 +38,11 @@ struct ChunkHead {
   int32_t num_dense;
   int32_t num_tasks;
   int32_t num_tables;
+  int64_t extra_at;     // the maker's extra bytes, after the tables
+  int64_t extra_bytes;
 };
 
-size_t flat_bytes(const Batch& chunk) {
+size_t table_bytes(const Batch& chunk) {
   size_t bytes = sizeof(ChunkHead) + sizeof(int64_t) * chunk.tables.size();
   bytes = align8(bytes + sizeof(float) * (chunk.labels.size() + chunk.dense.size()));
   for (const SparseBags& bags : chunk.tables) {
@@ -50,9 +52,14 @@ size_t flat_bytes(const Batch& chunk) {
   return bytes;
 }
 
-void write_flat(const Batch& chunk, char* out) {
-  ChunkHead head{chunk.size, chunk.num_dense, chunk.num_tasks, int32_t(chunk.tables.size())};
+size_t flat_bytes(const Batch& chunk, size_t extra = 0) { return table_bytes(chunk) + extra; }
+
+void write_flat(const Batch& chunk, const std::vector<char>& extra, char* out) {
+  const size_t extra_at = table_bytes(chunk);
+  ChunkHead head{chunk.size, chunk.num_dense, chunk.num_tasks, int32_t(chunk.tables.size()), int64_t(extra_at),
+                 int64_t(extra.size())};
   std::memcpy(out, &head, sizeof(head));
+  if (!extra.empty()) std::memcpy(out + extra_at, extra.data(), extra.size());
   int64_t* table_at = reinterpret_cast<int64_t*>(out + sizeof(head));
   size_t at = sizeof(head) + sizeof(int64_t) * chunk.tables.size();
   std::memcpy(out + at, chunk.labels.data(), sizeof(float) * chunk.labels.size());
@@ -102,6 +109,7 @@ struct SharedChunkCache::Header {
 struct alignas(64) SharedChunkCache::Consumer {
   std::atomic<int64_t> cursor;     // kRetired when it needs nothing more
   std::atomic<int64_t> heartbeat;  // ns of its last report; 0: not begun
+  std::atomic<int64_t> stream;     // the stream its cursor is on
 };
 
 // seq is even when the slot is stable, odd while one consumer writes it; 0: never written.
@@ -135,6 +143,7 @@ void SharedChunkCache::initialize(void* memory, const SharedChunkGeometry& g) {
     auto* consumer = new (base + sizeof(Consumer) * size_t(c)) Consumer{};
     consumer->cursor.store(0, std::memory_order_relaxed);
     consumer->heartbeat.store(0, std::memory_order_relaxed);
+    consumer->stream.store(0, std::memory_order_relaxed);
   }
   base += sizeof(Consumer) * size_t(g.consumers);
   for (int s = 0; s < g.slots; ++s) new (base + size_t(s) * (sizeof(Slot) + align64(g.slot_bytes))) Slot{};
@@ -169,11 +178,21 @@ char* SharedChunkCache::slot_data(const Slot& slot) {
   return const_cast<char*>(reinterpret_cast<const char*>(&slot)) + sizeof(Slot);
 }
 
-void SharedChunkCache::set_cursor(int64_t position) {
+void SharedChunkCache::set_cursor(int64_t position, int32_t stream) {
   Consumer& mine = consumers_[me_];
   if (mine.cursor.load(std::memory_order_relaxed) == kRetired) return;
+  mine.stream.store(stream, std::memory_order_relaxed);
   mine.cursor.store(position, std::memory_order_release);
   mine.heartbeat.store(now_ns(), std::memory_order_release);
+}
+
+void SharedChunkCache::expect(int64_t position, int32_t stream) {
+  Consumer& mine = consumers_[me_];
+  if (mine.heartbeat.load(std::memory_order_relaxed) != 0 || mine.cursor.load(std::memory_order_relaxed) == kRetired) {
+    return;  // already reading
+  }
+  mine.stream.store(stream, std::memory_order_relaxed);
+  mine.cursor.store(position, std::memory_order_release);
 }
 
 void SharedChunkCache::retire() {
@@ -181,14 +200,14 @@ void SharedChunkCache::retire() {
   consumers_[me_].heartbeat.store(now_ns(), std::memory_order_release);
 }
 
-bool SharedChunkCache::needed_by_others(int64_t held_end) const {
+bool SharedChunkCache::needed_by_others(int64_t held_end, int64_t held_stream) const {
   const int64_t now = now_ns();
   const int64_t stale = int64_t(geometry_.stale_after_s * 1e9);
   const int64_t window = int64_t(geometry_.slots) * geometry_.chunk_samples;
   for (int c = 0; c < geometry_.consumers; ++c) {
     if (c == me_) continue;
     const int64_t cursor = consumers_[c].cursor.load(std::memory_order_acquire);
-    if (cursor == kRetired) continue;
+    if (cursor == kRetired || consumers_[c].stream.load(std::memory_order_relaxed) != held_stream) continue;
     const int64_t heartbeat = consumers_[c].heartbeat.load(std::memory_order_acquire);
     if (heartbeat == 0 ? now - header_->created_ns > int64_t(kStartGraceS * 1e9) : now - heartbeat > stale) continue;
     // A consumer far behind the held chunk would not reach it before it is overwritten anyway.
@@ -203,7 +222,8 @@ bool SharedChunkCache::holds(const Slot& slot, const ChunkKey& key) const {
          slot.chunk.load(std::memory_order_relaxed) == key.chunk;
 }
 
-bool SharedChunkCache::append(const ChunkKey& key, int32_t from, int32_t to, Batch& batch) {
+bool SharedChunkCache::append(const ChunkKey& key, int32_t from, int32_t to, Batch& batch,
+                              std::vector<char>* extra) {
   // Another consumer is making this very chunk: its generation takes well
   // under a millisecond, so waiting beats making it twice.
   Slot& slot = slot_of(key);
@@ -217,15 +237,17 @@ bool SharedChunkCache::append(const ChunkKey& key, int32_t from, int32_t to, Bat
     }
     stats_.making_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
-  if (copy_from_slot(key, from, to, batch)) {
+  const int32_t before = batch.size;
+  if (copy_from_slot(key, from, to, batch, extra)) {
     stats_.hits += 1;
-    stats_.samples_copied += int64_t(to - from);
+    stats_.samples_copied += int64_t(batch.size - before);
     return true;
   }
   return false;
 }
 
-bool SharedChunkCache::copy_from_slot(const ChunkKey& key, int32_t from, int32_t to, Batch& batch) {
+bool SharedChunkCache::copy_from_slot(const ChunkKey& key, int32_t from, int32_t to, Batch& batch,
+                                      std::vector<char>* extra) {
   Slot& slot = slot_of(key);
   const uint64_t seq = slot.seq.load(std::memory_order_acquire);
   if (seq == 0 || (seq & 1) || !holds(slot, key)) return false;
@@ -233,8 +255,10 @@ bool SharedChunkCache::copy_from_slot(const ChunkKey& key, int32_t from, int32_t
   const size_t bytes = std::min<uint64_t>(slot.bytes.load(std::memory_order_relaxed), geometry_.slot_bytes);
   ChunkHead head{};
   std::memcpy(&head, data, sizeof(head));
+  to = std::min(to, head.size);
   if (head.num_dense != batch.num_dense || head.num_tasks != batch.num_tasks ||
-      head.num_tables != int32_t(batch.tables.size()) || from < 0 || from >= to || to > head.size) {
+      head.num_tables != int32_t(batch.tables.size()) || from < 0 || from >= to || head.extra_at < 0 ||
+      head.extra_bytes < 0 || size_t(head.extra_at + head.extra_bytes) > bytes) {
     return false;
   }
   const BatchMark mark(batch);
@@ -270,6 +294,7 @@ bool SharedChunkCache::copy_from_slot(const ChunkKey& key, int32_t from, int32_t
   }
   // The slot may have been rewritten while this copied it (a consumer that
   // was thought stale): then the copy is discarded.
+  if (extra) extra->assign(data + head.extra_at, data + head.extra_at + head.extra_bytes);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (!consistent || slot.seq.load(std::memory_order_relaxed) != seq) {
     mark.restore(batch);
@@ -293,7 +318,7 @@ SharedChunkCache::Reservation SharedChunkCache::reserve(const ChunkKey& key, int
     if (seq & 1) break;  // another consumer is making another chunk here
     const int64_t held_end = slot.end_position.load(std::memory_order_relaxed);
     if (seq != 0 && held_end >= end_position) break;  // it holds a later chunk, which someone ahead needs
-    if (seq == 0 || !needed_by_others(held_end)) {
+    if (seq == 0 || !needed_by_others(held_end, slot.stream.load(std::memory_order_relaxed))) {
       if (!slot.seq.compare_exchange_strong(seq, seq + 1, std::memory_order_acq_rel)) continue;
       slot.stream.store(key.stream, std::memory_order_relaxed);
       slot.epoch.store(key.epoch, std::memory_order_relaxed);
@@ -317,21 +342,21 @@ SharedChunkCache::Reservation SharedChunkCache::reserve(const ChunkKey& key, int
   return result;
 }
 
-void SharedChunkCache::fill(const ChunkKey& key, const Batch& chunk) {
+void SharedChunkCache::fill(const ChunkKey& key, const Batch& chunk, const std::vector<char>& extra) {
   Slot& slot = slot_of(key);
   const uint64_t seq = slot.seq.load(std::memory_order_relaxed);
   if (!(seq & 1) || !holds(slot, key)) {
     throw Error("SharedChunkCache::fill of a chunk this consumer has not reserved",
                 "call fill() only after reserve() returned kMine");
   }
-  const size_t bytes = flat_bytes(chunk);
+  const size_t bytes = flat_bytes(chunk, extra.size());
   if (bytes > geometry_.slot_bytes) {
     // Too large for a slot: the slot is left empty (its old chunk was no longer needed).
     slot.chunk.store(-1, std::memory_order_relaxed);
     slot.end_position.store(0, std::memory_order_relaxed);
     stats_.not_published += 1;
   } else {
-    write_flat(chunk, slot_data(slot));
+    write_flat(chunk, extra, slot_data(slot));
     slot.bytes.store(bytes, std::memory_order_relaxed);
     stats_.published += 1;
   }

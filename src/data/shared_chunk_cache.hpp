@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "data/batch.hpp"
 
@@ -67,7 +68,9 @@ class SharedChunkCache {
   // shape) and returns true, or returns false with `batch` unchanged when the
   // cache does not hold that chunk. A chunk another consumer is making is
   // waited for (briefly: past kMakingWaitS it is a miss).
-  bool append(const ChunkKey& key, int32_t from, int32_t to, Batch& batch);
+  // `to` past the chunk's end is clamped to it (batch.size says what came);
+  // `extra`, if given, receives the bytes the maker attached (fill).
+  bool append(const ChunkKey& key, int32_t from, int32_t to, Batch& batch, std::vector<char>* extra = nullptr);
 
   // After a miss: who makes the chunk. kMine: this consumer holds the chunk's
   // slot, makes the chunk and hands it to fill(). kTheirs: another consumer
@@ -77,12 +80,17 @@ class SharedChunkCache {
   enum class Reservation { kMine, kTheirs, kNone };
   Reservation reserve(const ChunkKey& key, int64_t end_position);
   // Publishes the chunk reserved with kMine (keys in bag order, not de-duplicated).
-  void fill(const ChunkKey& key, const Batch& chunk);
+  // `extra` travels with it (a reader's positions per sample, for instance).
+  void fill(const ChunkKey& key, const Batch& chunk, const std::vector<char>& extra = {});
   // reserve() and fill() in one: offers a chunk this consumer has made.
   void publish(const ChunkKey& key, int64_t end_position, const Batch& chunk);
   // This consumer will never again ask for a chunk that ends at or before
   // `position`; also says that it is alive.
-  void set_cursor(int64_t position);
+  // Cursors are per stream: a consumer blocks only slots of the stream it reads.
+  void set_cursor(int64_t position, int32_t stream = 0);
+  // Before its first read: where this consumer will begin. Until it reads (or
+  // for a minute at most) the others keep the chunks from there for it.
+  void expect(int64_t position, int32_t stream);
   // This consumer needs nothing more (the end of its training).
   void retire();
 
@@ -95,12 +103,12 @@ class SharedChunkCache {
   struct Header;
   struct Consumer;
   struct Slot;
-  bool copy_from_slot(const ChunkKey& key, int32_t from, int32_t to, Batch& batch);
+  bool copy_from_slot(const ChunkKey& key, int32_t from, int32_t to, Batch& batch, std::vector<char>* extra);
   bool holds(const Slot& slot, const ChunkKey& key) const;
   Slot& slot_of(const ChunkKey& key);
   char* slot_data(const Slot& slot);
   // Does any other live consumer still need the chunk that ends at `held_end`?
-  bool needed_by_others(int64_t held_end) const;
+  bool needed_by_others(int64_t held_end, int64_t held_stream) const;
 
   SharedChunkGeometry geometry_;
   int me_;

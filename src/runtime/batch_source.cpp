@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "data/hdf5_dataset.hpp"
 #include "data/shared_chunk_cache.hpp"
+#include "data/shared_shard_reader.hpp"
 #include "data/sequence_hdf5.hpp"
 #include "data/sequence_next_item.hpp"
 #include "data/sequence_samples.hpp"
@@ -169,6 +170,17 @@ class TextBatchSource : public BatchSource {
         eval_batch_size_(options.train.eval_batch_size) {
     train_ = open_file_reader(options_, options_.train, producer, producers);
     if (!options_.eval.empty()) eval_ = open_file_reader(options_, options_.eval, producer, producers);
+    if (data::SharedChunkCache* cache = shared_ingest_cache()) {
+      // Co-trained models: the node's producers parse each chunk of a shard once.
+      using data::SharedShardReader;
+      train_ = std::make_unique<SharedShardReader>(std::move(train_), *cache,
+                                                   SharedShardReader::stream_of(0, producer, producers), true);
+      if (eval_) {
+        eval_ = std::make_unique<SharedShardReader>(std::move(eval_), *cache,
+                                                    SharedShardReader::stream_of(1, producer, producers), false);
+      }
+      shared_ = cache;
+    }
   }
 
   void start_phase(Phase phase) override {
@@ -213,6 +225,8 @@ class TextBatchSource : public BatchSource {
     return {p.byte_offset, p.line};
   }
 
+  data::SharedChunkStats shared_stats() const override { return shared_ ? shared_->stats() : data::SharedChunkStats{}; }
+
   data::ParseStats stats() const override {
     data::ParseStats total = train_->stats();
     if (eval_) {
@@ -255,6 +269,7 @@ class TextBatchSource : public BatchSource {
   Phase phase_ = Phase::kTrain;
   std::unique_ptr<data::SampleReader> train_;
   std::unique_ptr<data::SampleReader> eval_;
+  data::SharedChunkCache* shared_ = nullptr;
 };
 
 }  // namespace
@@ -303,8 +318,6 @@ std::unique_ptr<BatchSource> make_batch_source(const RunOptions& options, int pr
         data::SequenceSamples(std::move(corpus), ctr), options, std::move(trainers), total_trainers, stats,
         shared_ingest_cache());
   }
-  // Text and converted files are read by shard; their chunks are not shared yet.
-  if (shared_ingest_cache()) shared_ingest_cache()->retire();
   return std::make_unique<TextBatchSource>(options, producer, producers);
 }
 

@@ -217,6 +217,47 @@ def case_resume(r):
     print(f"resume at 40 exact; preempted at steps {steps} (dlrm_b done before), resumed exact")
 
 
+def case_text_shared(r):
+    """Shared ingestion of a text file: the models' producers parse each chunk of
+    the shard once (malformed lines included, counted by every model), each model
+    still ends equal to itself alone, with its own batch size, and a checkpoint
+    taken inside a chunk resumes exactly."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from strata_e2e import write_criteo
+    tsv, eval_tsv = os.path.join(r.workdir, "train.tsv"), os.path.join(r.workdir, "eval.tsv")
+    write_criteo(tsv, 12000)
+    write_criteo(eval_tsv, 2000, seed=9)
+    with open(tsv) as f:
+        lines = f.read().splitlines()
+    for i in (3, 700, 701, 9000):
+        lines[i] = "garbage\tline"
+    with open(tsv, "w") as f:
+        f.write("\n".join(lines) + "\nbad last line\n")
+    text = DECK.replace("source = synthetic", f"source = criteo\ntrain = {tsv}\neval = {eval_tsv}\nstrict = false")
+    text = text.replace("steps = 60", "epochs = 2").replace("store.mode = ps", "store.mode = ps\ntrain.batch_size = 100")
+    text = text.replace("kind = din\ndin_attention_mlp = 16", "kind = dlrm\nbottom_mlp = 16,8")
+    text = text.replace("l1_mb = 0.4", "l1_mb = 2").replace("l2_mb = 0.5", "l2_mb = 4")
+    deck = write_deck(r, "text.ini", text)
+    train(r, ALL_RANKS, deck, "text_co")
+    _, co = summaries(r, "text_co")
+    ref = alone(r, deck, "text_alone")
+    same_numbers(co, ref, "text co-trained vs alone")
+    for name in MODELS:
+        assert co[name]["data"] == ref[name]["data"], (name, co[name]["data"], ref[name]["data"])
+        assert co[name]["data"]["malformed_lines"] == 10, co[name]["data"]  # 5 per pass, 2 passes
+    shared = {n: co[n]["shared_ingest"] for n in MODELS}
+    made = sum(s["chunks_made"] for s in shared.values())
+    # Each model reads 2 passes of 47 chunks of 256 samples and 8 evaluation chunks: 306 apart.
+    assert made <= 0.6 * 306, f"chunks made {made} of 306 apart: {shared}"
+    ckpt = os.path.join(r.workdir, "text_ckpt")
+    train(r, ALL_RANKS, deck, "text_first", "--train.steps=50", "--checkpoint.dir=" + ckpt,
+          "--checkpoint.every_steps=50")
+    train(r, ALL_RANKS, deck, "text_second", "--checkpoint.dir=" + ckpt, "--resume=latest")
+    _, second = summaries(r, "text_second")
+    same_numbers(second, co, "text resumed at 50 vs whole", ("steps", "eval_auc", "eval_logloss", "train_logloss"))
+    print(f"text: co-trained == alone, {made} chunks made of 306 apart, resume at step 50 exact")
+
+
 def expect_refused(r, name, ranks, deck, *options, contains):
     proc = launch(r, ranks, deck, name, *options)
     text = proc.stdout + proc.stderr
