@@ -222,21 +222,49 @@ bool SharedChunkCache::holds(const Slot& slot, const ChunkKey& key) const {
          slot.chunk.load(std::memory_order_relaxed) == key.chunk;
 }
 
+// Another consumer is making this very chunk: its generation takes well
+// under a millisecond, so waiting beats making it twice.
+void SharedChunkCache::wait_while_made(const Slot& slot, const ChunkKey& key) {
+  if (!((slot.seq.load(std::memory_order_acquire) & 1) && holds(slot, key))) return;
+  const auto start = std::chrono::steady_clock::now();
+  int sleep_us = 5;
+  while ((slot.seq.load(std::memory_order_acquire) & 1) && holds(slot, key) &&
+         std::chrono::steady_clock::now() - start < std::chrono::duration<double>(kMakingWaitS)) {
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+    sleep_us = std::min(sleep_us * 2, 100);
+  }
+  stats_.making_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+bool SharedChunkCache::copy_blob(const ChunkKey& key, std::vector<char>& out) {
+  Slot& slot = slot_of(key);
+  wait_while_made(slot, key);
+  const uint64_t seq = slot.seq.load(std::memory_order_acquire);
+  if (seq == 0 || (seq & 1) || !holds(slot, key)) return false;
+  const char* data = slot_data(slot);
+  const size_t bytes = std::min<uint64_t>(slot.bytes.load(std::memory_order_relaxed), geometry_.slot_bytes);
+  ChunkHead head{};
+  if (bytes < sizeof(head)) return false;
+  std::memcpy(&head, data, sizeof(head));
+  if (head.size != 0 || head.extra_at < 0 || head.extra_bytes <= 0 || size_t(head.extra_at + head.extra_bytes) > bytes) {
+    return false;
+  }
+  out.assign(data + head.extra_at, data + head.extra_at + head.extra_bytes);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (slot.seq.load(std::memory_order_relaxed) != seq) return false;
+  stats_.hits += 1;
+  return true;
+}
+
+void SharedChunkCache::fill_blob(const ChunkKey& key, const std::vector<char>& bytes) {
+  Batch empty;
+  empty.reset(0, 0);
+  fill(key, empty, bytes);
+}
+
 bool SharedChunkCache::append(const ChunkKey& key, int32_t from, int32_t to, Batch& batch,
                               std::vector<char>* extra) {
-  // Another consumer is making this very chunk: its generation takes well
-  // under a millisecond, so waiting beats making it twice.
-  Slot& slot = slot_of(key);
-  if ((slot.seq.load(std::memory_order_acquire) & 1) && holds(slot, key)) {
-    const auto start = std::chrono::steady_clock::now();
-    int sleep_us = 5;
-    while ((slot.seq.load(std::memory_order_acquire) & 1) && holds(slot, key) &&
-           std::chrono::steady_clock::now() - start < std::chrono::duration<double>(kMakingWaitS)) {
-      std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-      sleep_us = std::min(sleep_us * 2, 100);
-    }
-    stats_.making_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
+  wait_while_made(slot_of(key), key);
   const int32_t before = batch.size;
   if (copy_from_slot(key, from, to, batch, extra)) {
     stats_.hits += 1;

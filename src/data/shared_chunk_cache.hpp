@@ -72,6 +72,12 @@ class SharedChunkCache {
   // `extra`, if given, receives the bytes the maker attached (fill).
   bool append(const ChunkKey& key, int32_t from, int32_t to, Batch& batch, std::vector<char>* extra = nullptr);
 
+  // Blobs: a slot may hold bytes instead of samples (a de-duplicated batch in
+  // its wire format). Copies the bytes of `key` into `out`; false on a miss.
+  bool copy_blob(const ChunkKey& key, std::vector<char>& out);
+  // Publishes a blob reserved with kMine.
+  void fill_blob(const ChunkKey& key, const std::vector<char>& bytes);
+
   // After a miss: who makes the chunk. kMine: this consumer holds the chunk's
   // slot, makes the chunk and hands it to fill(). kTheirs: another consumer
   // holds it or has filled it (append again). kNone: make it without
@@ -105,6 +111,8 @@ class SharedChunkCache {
   struct Slot;
   bool copy_from_slot(const ChunkKey& key, int32_t from, int32_t to, Batch& batch, std::vector<char>* extra);
   bool holds(const Slot& slot, const ChunkKey& key) const;
+  // Waits (briefly) while another consumer is making `key` in `slot`.
+  void wait_while_made(const Slot& slot, const ChunkKey& key);
   Slot& slot_of(const ChunkKey& key);
   char* slot_data(const Slot& slot);
   // Does any other live consumer still need the chunk that ends at `held_end`?

@@ -13,6 +13,7 @@
 #include "data/sequence_next_item.hpp"
 #include "data/sequence_samples.hpp"
 #include "data/synthetic.hpp"
+#include "model/model.hpp"
 #include "runtime/shared_ingest.hpp"
 
 namespace strata::runtime {
@@ -37,18 +38,63 @@ template <class Dataset>
 class IndexedBatchSource : public BatchSource {
  public:
   IndexedBatchSource(Dataset dataset, const RunOptions& options, std::vector<int> trainers, int total_trainers,
-                     data::ParseStats stats = {}, data::SharedChunkCache* shared = nullptr)
+                     data::ParseStats stats = {}, data::SharedChunkCache* shared = nullptr,
+                     data::SharedChunkCache* shared_batches = nullptr)
       : dataset_(std::move(dataset)),
         stats_(stats),
         trainers_(std::move(trainers)),
         total_trainers_(total_trainers),
         batch_size_(options.train.batch_size),
         eval_batch_size_(options.train.eval_batch_size),
-        shared_(shared) {}
+        shared_(shared),
+        shared_batches_(shared_batches) {
+    if (shared_batches_) {
+      batch_stream_ = batch_stream_of(batch_size_, model::tied_tables(options.model, dataset_.num_tables()));
+      shared_batches_->expect(0, batch_stream_);
+    }
+  }
+
+  bool next_deduplicated(int trainer, data::Batch& batch, const std::vector<int32_t>& keys_of) override {
+    const bool train = phase_ == Phase::kTrain;
+    const int64_t first = base_ + (next_step_[size_t(trainer)] * total_trainers_ + trainer) * batch_size_;
+    if (!shared_batches_ || !train || first % batch_size_ != 0 ||
+        batch_stream_ != batch_stream_of(batch_size_, keys_of)) {
+      return BatchSource::next_deduplicated(trainer, batch, keys_of);
+    }
+    const int64_t size = dataset_.size(data::Stream::kTrain);
+    const data::ChunkKey key{batch_stream_, epoch_, first / batch_size_};
+    const auto taken = [&] {
+      ++next_step_[size_t(trainer)];
+      data::deserialize(blob_.data(), blob_.size(), batch);
+      note_progress(size);
+      return true;
+    };
+    if (first + batch_size_ <= size && shared_batches_->copy_blob(key, blob_)) return taken();
+    using Reservation = data::SharedChunkCache::Reservation;
+    Reservation reservation = Reservation::kNone;
+    if (first + batch_size_ <= size) {
+      reservation = shared_batches_->reserve(key, epoch_ * size + first + batch_size_);
+      if (reservation == Reservation::kTheirs && shared_batches_->copy_blob(key, blob_)) return taken();
+    }
+    if (!next(trainer, batch)) return false;
+    data::deduplicate(batch, keys_of);
+    shared_batches_->count_made();
+    if (reservation == Reservation::kMine) {
+      blob_.clear();
+      data::serialize(batch, blob_);
+      shared_batches_->fill_blob(key, blob_);
+    }
+    return true;
+  }
+
+  data::SharedChunkStats shared_batch_stats() const override {
+    return shared_batches_ ? shared_batches_->stats() : data::SharedChunkStats{};
+  }
 
   void start_phase(Phase phase) override {
-    if (shared_ && phase_ == Phase::kTrain && started_training_) {
-      shared_->set_cursor((epoch_ + 1) * dataset_.size(data::Stream::kTrain));  // past this epoch
+    if (phase_ == Phase::kTrain && started_training_) {  // past this epoch
+      if (shared_) shared_->set_cursor((epoch_ + 1) * dataset_.size(data::Stream::kTrain));
+      if (shared_batches_) shared_batches_->set_cursor((epoch_ + 1) * dataset_.size(data::Stream::kTrain), batch_stream_);
     }
     phase_ = phase;
     next_step_.assign(total_trainers_, 0);
@@ -81,13 +127,16 @@ class IndexedBatchSource : public BatchSource {
     const int64_t first = base_ + (step * total_trainers_ + trainer) * per_batch;
     const int64_t count = std::min<int64_t>(per_batch, size - first);
     if (count <= 0 || (train && count < per_batch)) {
-      if (shared_ && train) shared_->set_cursor((epoch_ + 1) * size);  // this epoch needs nothing more
+      if (train) {  // this epoch needs nothing more
+        if (shared_) shared_->set_cursor((epoch_ + 1) * size);
+        if (shared_batches_) shared_batches_->set_cursor((epoch_ + 1) * size, batch_stream_);
+      }
       return false;
     }
     batch.reset(dataset_.num_dense(), dataset_.num_tables());
     if (shared_ && train) {
       assemble_from_chunks(first, static_cast<int32_t>(count), batch);
-      shared_->set_cursor(epoch_ * size + next_needed());
+      note_progress(size);
     } else {
       dataset_.generate(stream, first, static_cast<int32_t>(count), batch, epoch_);
     }
@@ -133,6 +182,20 @@ class IndexedBatchSource : public BatchSource {
     }
   }
 
+  // Tells the shared caches how far this producer has come.
+  void note_progress(int64_t size) {
+    const int64_t cursor = epoch_ * size + next_needed();
+    if (shared_) shared_->set_cursor(cursor);
+    if (shared_batches_) shared_batches_->set_cursor(cursor, batch_stream_);
+  }
+
+  // The shared batches' stream of a batch size and table ties.
+  static int32_t batch_stream_of(int64_t batch_size, const std::vector<int32_t>& keys_of) {
+    uint64_t h = 1469598103934665603ull ^ uint64_t(batch_size);
+    for (int32_t k : keys_of) h = (h ^ uint64_t(uint32_t(k))) * 1099511628211ull;
+    return int32_t(0x10000000u | (h & 0x0fffffffu));
+  }
+
   // The first training sample any of this producer's trainers will still ask for in this phase.
   int64_t next_needed() const {
     int64_t lowest = std::numeric_limits<int64_t>::max();
@@ -156,7 +219,10 @@ class IndexedBatchSource : public BatchSource {
   int64_t epoch_ = 0;                      // of the training phase now
   bool started_training_ = false;
   data::SharedChunkCache* shared_;  // the node's shared chunks (co-trained models), or null
+  data::SharedChunkCache* shared_batches_;  // and its shared de-duplicated batches
+  int32_t batch_stream_ = 0;
   data::Batch chunk_;               // scratch: a chunk this producer makes
+  std::vector<char> blob_;          // scratch: a batch in its wire format
 };
 
 class TextBatchSource : public BatchSource {
@@ -274,6 +340,12 @@ class TextBatchSource : public BatchSource {
 
 }  // namespace
 
+bool BatchSource::next_deduplicated(int trainer, data::Batch& batch, const std::vector<int32_t>& keys_of) {
+  if (!next(trainer, batch)) return false;
+  data::deduplicate(batch, keys_of);
+  return true;
+}
+
 DataShape data_shape(const DataOptions& options) {
   if (options.source == "synthetic") {
     data::SyntheticDataset dataset(options);
@@ -295,7 +367,7 @@ std::unique_ptr<BatchSource> make_batch_source(const RunOptions& options, int pr
   if (options.data.source == "synthetic") {
     return std::make_unique<IndexedBatchSource<data::SyntheticDataset>>(
         data::SyntheticDataset(options.data), options, std::move(trainers), total_trainers, data::ParseStats{},
-        shared_ingest_cache());
+        shared_ingest_cache(), shared_batch_cache());
   }
   if (sequence_source(options.data)) {
     // Every producer reads the whole event file (grouping by user needs all of it);
@@ -312,11 +384,11 @@ std::unique_ptr<BatchSource> make_batch_source(const RunOptions& options, int pr
       next.seed = ctr.seed;
       return std::make_unique<IndexedBatchSource<data::NextItemSamples>>(
           data::NextItemSamples(std::move(corpus), next), options, std::move(trainers), total_trainers, stats,
-          shared_ingest_cache());
+          shared_ingest_cache(), shared_batch_cache());
     }
     return std::make_unique<IndexedBatchSource<data::SequenceSamples>>(
         data::SequenceSamples(std::move(corpus), ctr), options, std::move(trainers), total_trainers, stats,
-        shared_ingest_cache());
+        shared_ingest_cache(), shared_batch_cache());
   }
   return std::make_unique<TextBatchSource>(options, producer, producers);
 }

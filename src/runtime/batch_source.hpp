@@ -50,6 +50,12 @@ class BatchSource {
   // Fills `batch` with the next batch of trainer `trainer`; false when the phase has none left.
   // Training batches are always full (the remainder of an epoch is dropped).
   virtual bool next(int trainer, data::Batch& batch) = 0;
+  // next() and data::deduplicate(batch, keys_of). Co-trained models with the
+  // same training batch size share the de-duplicated batch (random-access
+  // sources), so that it is made once per node.
+  virtual bool next_deduplicated(int trainer, data::Batch& batch, const std::vector<int32_t>& keys_of);
+  // What the shared de-duplicated batches saved (zero when not shared).
+  virtual data::SharedChunkStats shared_batch_stats() const { return {}; }
   // Parse statistics so far (zero for synthetic data).
   virtual data::ParseStats stats() const = 0;
   // What the node's shared chunks saved this producer (co-trained models; zero otherwise).

@@ -132,6 +132,7 @@ int run_model_set_job(const ModelSet& set, MPI_Comm world) {
   TrainJobResult result;
   if (finished_earlier(model)) {
     if (shared_ingest_cache()) shared_ingest_cache()->retire();  // the others must not wait for it
+    if (shared_batch_cache()) shared_batch_cache()->retire();
     // Its ranks wait for the others; its summary stands as written.
     if (job_rank == 0) {
       std::printf("strata train: model %s finished in an earlier run of this job (%s/summary.json): not trained "

@@ -101,6 +101,7 @@ class Producer {
   std::unique_ptr<store::RoundExchange> exchange_;
   std::vector<store::OwnerRequests> requests_;  // scratch: the round's requests per owner
   std::unique_ptr<store::FrequencyAdmission> admission_;  // store.min_count > 1
+  std::vector<int32_t> keys_of_;  // tied tables (model::tied_tables)
   Phase phase_ = Phase::kTrain;
   bool fell_back_ = false;       // the tiered store switched to Scheme A
   bool stopped_ = false;         // preempted: no evaluation, no final flush

@@ -55,6 +55,7 @@ Producer::Producer(const RunOptions& options, const RankContext& context, const 
     exchange_ = std::make_unique<store::RoundExchange>(context.index, layout.producers(), layout.trainers(),
                                                        context.role_comm);
   }
+  keys_of_ = model::tied_tables(options.model, data_shape(options.data).num_tables);
   stamps_.resize(queues_.size());
   if (staging_) staging_->set_wait_hook([this] { poll_checkpoint(); });
   if (resume.active()) restore(resume);
@@ -74,6 +75,7 @@ ProducerReport Producer::run() {
   stop_stall_watchdog();
   report_.parse = source_->stats();
   report_.shared = source_->shared_stats();
+  report_.shared_batches = source_->shared_batch_stats();
   if (staging_) {
     const auto& c = staging_->counters();
     const auto& l2 = staging_->l2_counters();
@@ -190,17 +192,19 @@ bool Producer::build(TrainerQueue& q, data::Batch& batch) {
     positions_.emplace_back(rounds_in_phase_++, source_->position());
     if (positions_.size() > 4096) positions_.pop_front();
   }
-  // A reader's error is the data's (a malformed line in strict mode, an unreadable file).
-  if (!as_input_errors([&] { return source_->next(q.trainer, batch); })) return false;
-  if (admission_) {
+  // Tied tables (sasrec's item rows) share one key list: one row, one summed gradient.
+  if (!admission_) {
+    // A reader's error is the data's (a malformed line in strict mode, an unreadable file).
+    if (!as_input_errors([&] { return source_->next_deduplicated(q.trainer, batch, keys_of_); })) return false;
+  } else {
+    if (!as_input_errors([&] { return source_->next(q.trainer, batch); })) return false;
     if (phase_ == Phase::kTrain) {
       admission_->admit_training(batch);
     } else {
       admission_->admit_eval(batch);
     }
+    data::deduplicate(batch, keys_of_);
   }
-  // Tied tables (sasrec's item rows) share one key list: one row, one summed gradient.
-  data::deduplicate(batch, model::tied_tables(options_.model, static_cast<int>(batch.tables.size())));
   report_.build_s += seconds(start, Clock::now());
   report_.batches += 1;
   report_.samples += batch.size;

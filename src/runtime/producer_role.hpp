@@ -36,6 +36,7 @@ struct ProducerReport {
   int64_t ps_fallback_round = -1;  // first step served in Scheme A after a fallback, -1 if none
   // Shared ingestion (co-trained models): chunks served by the node's cache and made here.
   data::SharedChunkStats shared;
+  data::SharedChunkStats shared_batches;  // whole de-duplicated batches
   // Frequency admission (store.min_count).
   uint64_t admission_keys_seen = 0, admission_keys_defaulted = 0;
 };

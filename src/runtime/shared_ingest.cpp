@@ -9,9 +9,12 @@
 namespace strata::runtime {
 namespace {
 data::SharedChunkCache* g_cache = nullptr;  // one co-training job per process
+data::SharedChunkCache* g_batches = nullptr;
+size_t round64(size_t n) { return (n + 63) & ~size_t(63); }
 }  // namespace
 
 data::SharedChunkCache* shared_ingest_cache() { return g_cache; }
+data::SharedChunkCache* shared_batch_cache() { return g_batches; }
 
 SharedIngest::SharedIngest(MPI_Comm world, bool is_producer, const SharedIngestOptions& options) {
   MPI_Comm node = MPI_COMM_NULL;
@@ -28,12 +31,19 @@ SharedIngest::SharedIngest(MPI_Comm world, bool is_producer, const SharedIngestO
   geometry.consumers = consumers;
   geometry.chunk_samples = options.chunk_samples;
   geometry.slots = 64;
-  geometry.slot_bytes = static_cast<size_t>(options.mb * 1048576.0 / geometry.slots);
-  memory_ = std::make_unique<comm::NodeSharedMemory>(producers_, data::SharedChunkCache::bytes_needed(geometry));
-  if (me == 0) data::SharedChunkCache::initialize(memory_->data(), geometry);
+  geometry.slot_bytes = static_cast<size_t>(options.mb * 1048576.0 / 2 / geometry.slots);
+  const size_t half = round64(data::SharedChunkCache::bytes_needed(geometry));
+  memory_ = std::make_unique<comm::NodeSharedMemory>(producers_, 2 * half);
+  char* base = static_cast<char*>(memory_->data());
+  if (me == 0) {
+    data::SharedChunkCache::initialize(base, geometry);
+    data::SharedChunkCache::initialize(base + half, geometry);
+  }
   comm::barrier(producers_);
-  cache_ = std::make_unique<data::SharedChunkCache>(memory_->data(), geometry, me);
+  cache_ = std::make_unique<data::SharedChunkCache>(base, geometry, me);
+  batches_ = std::make_unique<data::SharedChunkCache>(base + half, geometry, me);
   g_cache = cache_.get();
+  g_batches = batches_.get();
   if (me == 0) {
     spdlog::debug("shared ingestion: {} producers on this node share {} slots of {:.0f} KiB ({} samples per chunk)",
                   consumers, geometry.slots, double(geometry.slot_bytes) / 1024.0, geometry.chunk_samples);
@@ -42,8 +52,9 @@ SharedIngest::SharedIngest(MPI_Comm world, bool is_producer, const SharedIngestO
 
 void SharedIngest::finish() {
   if (producers_ == MPI_COMM_NULL) return;
-  g_cache = nullptr;
+  g_cache = g_batches = nullptr;
   cache_.reset();  // retires this consumer
+  batches_.reset();
   comm::barrier(producers_);  // polite: the others may still train
   memory_.reset();
   MPI_Comm_free(&producers_);
@@ -52,10 +63,12 @@ void SharedIngest::finish() {
 SharedIngest::~SharedIngest() {
   // Not finished (an error on the way out): no collective here; the memory
   // goes with the process.
-  g_cache = nullptr;
+  g_cache = g_batches = nullptr;
   if (cache_) cache_->retire();
+  if (batches_) batches_->retire();
   (void)memory_.release();
   cache_.reset();
+  batches_.reset();
 }
 
 }  // namespace strata::runtime

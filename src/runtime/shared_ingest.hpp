@@ -14,7 +14,7 @@
 namespace strata::runtime {
 
 struct SharedIngestOptions {
-  double mb = 64;           // shared memory per node
+  double mb = 64;           // shared memory per node (half for chunks, half for batches)
   int chunk_samples = 256;  // samples per chunk
 };
 
@@ -34,10 +34,13 @@ class SharedIngest {
   MPI_Comm producers_ = MPI_COMM_NULL;
   std::unique_ptr<comm::NodeSharedMemory> memory_;
   std::unique_ptr<data::SharedChunkCache> cache_;
+  std::unique_ptr<data::SharedChunkCache> batches_;
 };
 
-// This process's cache while a SharedIngest is set up (a producer of a
-// co-training job), else null.
+// This process's caches while a SharedIngest is set up (a producer of a
+// co-training job), else null: chunks of samples as read, and whole training
+// batches already de-duplicated (models with the same batch size share them).
 data::SharedChunkCache* shared_ingest_cache();
+data::SharedChunkCache* shared_batch_cache();
 
 }  // namespace strata::runtime

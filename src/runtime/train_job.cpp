@@ -52,7 +52,7 @@ enum ProducerField { kBatches, kSamples, kBytesSent, kBuildS, kBlockedS, kLines,
                      kBytesL2ToL3, kStagingS, kWriteBackWaitS, kL3WaitS, kMaxWindowRows, kL1CapacityRows,
                      kL2CapacityRows, kLateRounds, kPsFallbackRound, kAdmissionSeen, kAdmissionDefaulted,
                      kStagingCpuS, kSharedHits, kSharedMade, kSharedPublished, kSharedWaitS,
-                     kSharedSamplesCopied, kSharedMakingWaitS, kProducerFields };
+                     kSharedSamplesCopied, kSharedMakingWaitS, kSharedBatchHits, kSharedBatchesMade, kSharedBatchWaitS, kProducerFields };
 static_assert(kProducerFields <= 40, "RankReport::values is too small");
 enum ServerField { kRounds, kRows, kMemoryBytes };
 enum TrainerField { kStallS, kPullWaitS, kRowsPulled, kBytesPulled, kRowsPushed, kBytesPushed, kBytesRequested,
@@ -97,7 +97,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
         tiered[kAdmissionSeen] += v[kAdmissionSeen];
         tiered[kAdmissionDefaulted] += v[kAdmissionDefaulted];
         tiered[kStagingCpuS] += v[kStagingCpuS];
-        for (int f = kSharedHits; f <= kSharedMakingWaitS; ++f) tiered[f] += v[f];
+        for (int f = kSharedHits; f <= kSharedBatchWaitS; ++f) tiered[f] += v[f];
         producer_blocked += v[kBlockedS], producer_build += v[kBuildS];
         break;
       case Role::kServer:
@@ -232,16 +232,19 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
                                         {"l2_per_producer", options.store.mode == "tiered" ? options.store.l2_mb : 0.0}}},
                        {"server_bytes_per_row", server_rows > 0 ? server_memory / server_rows : 0.0},
                        {"row_payload_bytes", row_payload}};
-  if (tiered[kSharedHits] + tiered[kSharedMade] > 0) {
+  if (tiered[kSharedHits] + tiered[kSharedMade] + tiered[kSharedBatchHits] + tiered[kSharedBatchesMade] > 0) {
     // Co-trained models: what the node's shared chunks saved this model's producers.
     const double reads = tiered[kSharedHits] + tiered[kSharedMade];  // chunk pieces a batch took
     summary["shared_ingest"] = {{"chunk_hits", tiered[kSharedHits]},
                                 {"chunks_made", tiered[kSharedMade]},
                                 {"making_wait_s", tiered[kSharedMakingWaitS]},
                                 {"chunks_published", tiered[kSharedPublished]},
-                                {"hit_rate", tiered[kSharedHits] / reads},
+                                {"hit_rate", reads > 0 ? tiered[kSharedHits] / reads : 0.0},
                                 {"samples_copied", tiered[kSharedSamplesCopied]},
-                                {"wait_s", tiered[kSharedWaitS]}};
+                                {"wait_s", tiered[kSharedWaitS]},
+                                {"batch_hits", tiered[kSharedBatchHits]},
+                                {"batches_made", tiered[kSharedBatchesMade]},
+                                {"batch_wait_s", tiered[kSharedBatchWaitS]}};
   }
   if (options.store.min_count > 1) {
     summary["admission"] = {{"min_count", options.store.min_count},
@@ -416,6 +419,8 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
       v[kSharedHits] = double(r.shared.hits), v[kSharedMade] = double(r.shared.made);
       v[kSharedPublished] = double(r.shared.published), v[kSharedWaitS] = r.shared.wait_s;
       v[kSharedSamplesCopied] = double(r.shared.samples_copied), v[kSharedMakingWaitS] = r.shared.making_wait_s;
+      v[kSharedBatchHits] = double(r.shared_batches.hits), v[kSharedBatchesMade] = double(r.shared_batches.made);
+      v[kSharedBatchWaitS] = r.shared_batches.wait_s + r.shared_batches.making_wait_s;
       if (r.parse.malformed > 0) {
         spdlog::warn("producer {}: skipped {} malformed of {} lines", context.index, r.parse.malformed, r.parse.lines);
       }

@@ -226,5 +226,35 @@ TEST(SharedChunkCache, AChunkBeingMadeIsWaitedForNotMadeTwice) {
   EXPECT_EQ(b.reserve({0, 0, 0}, 16), Reservation::kMine);
 }
 
+TEST(SharedChunkCache, BlobsTravelWholeAndMissCleanly) {
+  SharedChunkGeometry g;
+  g.slots = 4, g.chunk_samples = 16, g.consumers = 2, g.slot_bytes = 4096;
+  SharedMemory memory(g);
+  SharedChunkCache maker(memory.data.get(), g, 0), other(memory.data.get(), g, 1);
+  std::vector<char> bytes(3000);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = char(i * 7);
+  const ChunkKey key{0x10000001, 0, 9};
+  std::vector<char> got;
+  EXPECT_FALSE(other.copy_blob(key, got));
+  ASSERT_EQ(maker.reserve(key, 160), SharedChunkCache::Reservation::kMine);
+  maker.fill_blob(key, bytes);
+  ASSERT_TRUE(other.copy_blob(key, got));
+  EXPECT_EQ(got, bytes);
+  EXPECT_FALSE(other.copy_blob({0x10000001, 1, 9}, got));  // another epoch
+  // A blob is not a chunk of samples.
+  const SyntheticDataset ds(history_options());
+  Batch batch;
+  batch.reset(ds.num_dense(), ds.num_tables());
+  ds.generate(Stream::kTrain, 0, 0, batch);
+  EXPECT_FALSE(other.append(key, 0, 4, batch));
+  EXPECT_EQ(batch.size, 0);
+  // Too large for the slot: not published, and the slot is free again.
+  const ChunkKey big{0x10000001, 0, 10};
+  ASSERT_EQ(maker.reserve(big, 176), SharedChunkCache::Reservation::kMine);
+  maker.fill_blob(big, std::vector<char>(8192, 'x'));
+  EXPECT_FALSE(other.copy_blob(big, got));
+  EXPECT_EQ(other.reserve(big, 176), SharedChunkCache::Reservation::kMine);
+}
+
 }  // namespace
 }  // namespace strata::data

@@ -159,12 +159,16 @@ def case_co_trained_equals_alone(r):
     hits = sum(s["chunk_hits"] for s in shared.values())
     assert 60 <= made <= 90, f"chunks made {made} (60 once each, 120 without sharing): {shared}"
     assert hits >= 120 - made, shared
+    # All three train batches of 128: each de-duplicated batch is made about once
+    # (120 distinct of the 240 the models read) and copied by the others.
+    batches = sum(s["batches_made"] for s in shared.values())
+    assert 120 <= batches <= 180, f"batches made {batches} (120 once each, 240 without sharing): {shared}"
     # Without it each model makes its own samples, with the same numbers.
     train(r, ALL_RANKS, deck, "co_apart", "--models.shared_ingest=false")
     _, apart = summaries(r, "co_apart")
     assert all("shared_ingest" not in apart[n] for n in MODELS)
     same_numbers(apart, co, "shared ingestion off vs on")
-    print(f"shared ingestion: {made} chunks made for 120 reads, {hits} copied")
+    print(f"shared ingestion: {made} chunks made for 120 reads, {hits} copied; {batches} batches made for 240")
     # A model's digest does not depend on the others' store mode.
     train(r, ALL_RANKS, deck, "co_ps", "--store.mode=ps")
     _, co_ps = summaries(r, "co_ps")
@@ -199,9 +203,13 @@ def case_resume(r):
     job = launch(r, ALL_RANKS, deck, "preempted", *slow, "--checkpoint.dir=" + pckpt, popen=True)
     out_dir = os.path.join(r.workdir, "preempted")
     deadline = time.time() + 120
+    def trained_a_window(name):  # its first metrics line (step 10): it is past its start
+        path = os.path.join(out_dir, name, "metrics.jsonl")
+        return os.path.exists(path) and os.path.getsize(path) > 0
+
     while time.time() < deadline and not (
             os.path.exists(os.path.join(out_dir, "dlrm_b", "summary.json")) and
-            all(os.path.exists(os.path.join(out_dir, n, "metrics.jsonl")) for n in ("dlrm_a", "din_c"))):
+            all(trained_a_window(n) for n in ("dlrm_a", "din_c"))):
         assert job.poll() is None, "the job ended before it was signalled:\n" + job.stdout.read()
         time.sleep(0.05)
     os.killpg(job.pid, signal.SIGUSR1)
