@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Several models in one job (issue 14, benchmark 1): the three models of
 inputs/multi_model.ini (two DLRMs and a DIN on one synthetic click log) trained
-in one co-training job against the same three trained as separate jobs, one
-after the other, on the same data. Alternates the two sides, takes medians.
+in one co-training job with shared ingestion (each sample and each
+de-duplicated batch made once per node), the same job with
+--models.shared_ingest=false, and the three trained as separate jobs, one after
+the other, on the same data. Alternates the sides, takes medians.
 
 Reports wall time, producer CPU-seconds per sample of the data pass (the
 producers' user + sys from each rank's getrusage, summed over the models, per
@@ -13,6 +15,7 @@ every model's params_digest is the same on both sides. Prints, last:
   ratio co_training/separate wall_time
 
 usage: /usr/bin/python3 bench/multi_model/bench_co_training.py [--build build] [--samples N] [--repeats 3]
+       [--store-mode ps|tiered]   (default: the deck's, dlrm_b ps and the others tiered)
 """
 import argparse
 import json
@@ -61,6 +64,10 @@ def co_trained(strata, options, work):
     return wall, {n: model_figures(out, n) for n in MODELS}
 
 
+def co_trained_apart(strata, options, work):
+    return co_trained(strata, options + ["--models.shared_ingest=false"], work)
+
+
 def separate(strata, options, work):
     wall, figures = 0.0, {}
     for name in MODELS:
@@ -87,20 +94,23 @@ def main():
     parser.add_argument("--build", default=default_build_dir())
     parser.add_argument("--samples", type=int, default=262144, help="synthetic training samples (one pass)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--store-mode", choices=["ps", "tiered"], help="every model's store.mode")
     args = parser.parse_args()
     strata = os.path.join(args.build, "bin", "strata")
     options = [f"--data.synthetic_train_samples={args.samples}", "--train.eval=false",
                "--output.progress_every=1000000"]
+    if args.store_mode:
+        options.append(f"--store.mode={args.store_mode}")
     work = tempfile.mkdtemp(prefix="strata-co-training-")
-    runs = {"co-trained": [], "separate": []}
+    sides = [("co-trained", co_trained), ("co-trained apart", co_trained_apart), ("separate", separate)]
+    runs = {side: [] for side, _ in sides}
     try:
         for i in range(args.repeats):
-            for side, fn in (("co-trained", co_trained), ("separate", separate)) if i % 2 == 0 else (
-                    ("separate", separate), ("co-trained", co_trained)):
+            for side, fn in sides if i % 2 == 0 else list(reversed(sides)):
                 wall, figures = fn(strata, options, work)
                 runs[side].append(summarize(side, wall, figures))
                 r = runs[side][-1]
-                print(f"  {side:10s} run {i + 1}: {r['wall_s']:6.2f} s, producer {r['producer_cpu_us_per_sample']:6.2f} "
+                print(f"  {side:16s} run {i + 1}: {r['wall_s']:6.2f} s, producer {r['producer_cpu_us_per_sample']:6.2f} "
                       f"CPU-us/sample, all ranks {r['cpu_us_per_sample_all_ranks']:6.2f}, "
                       f"RSS {r['peak_rss_mib_sum']:7.1f} MiB", flush=True)
     finally:
@@ -111,7 +121,9 @@ def main():
     same = all(r["digests"] == runs["separate"][0]["digests"] for rs in runs.values() for r in rs)
     one_model = statistics.median(statistics.mean(r["producer_cpu_us_per_sample_per_model"].values())
                                   for r in runs["separate"])
-    print(f"\n{len(MODELS)} models ({', '.join(MODELS)}), {args.samples} samples each, median of {args.repeats}:")
+    mode = args.store_mode or "the deck's (dlrm_b ps, dlrm_a and din_c tiered)"
+    print(f"\n{len(MODELS)} models ({', '.join(MODELS)}), {args.samples} samples each, store mode {mode}, "
+          f"median of {args.repeats}:")
     print("| side | wall s | producer CPU-us/sample of the pass | all ranks CPU-us/sample | peak RSS sum MiB |")
     print("|---|---:|---:|---:|---:|")
     for side, m in med.items():
@@ -120,6 +132,8 @@ def main():
     print(f"one model's producer alone: {one_model:.2f} CPU-us/sample; every digest identical on both sides: {same}")
     if not same:
         raise SystemExit("co-trained and separate models trained different numbers")
+    print(f"ratio co_training_apart/one_model producer_cpu_per_sample: "
+          f"{med['co-trained apart']['producer_cpu_us_per_sample'] / one_model:.3f}")
     print(f"ratio co_training/one_model producer_cpu_per_sample: "
           f"{med['co-trained']['producer_cpu_us_per_sample'] / one_model:.3f}")
     print(f"ratio co_training/separate wall_time: {med['co-trained']['wall_s'] / med['separate']['wall_s']:.3f}")

@@ -1,6 +1,7 @@
 // NodeSharedMemory: one block of memory shared by the ranks of a communicator
 // that all sit on one node (MPI_Win_allocate_shared). Rank 0 of the
-// communicator allocates it; every rank maps the same bytes.
+// communicator allocates it; every rank maps the same bytes, starting on a
+// 64-byte boundary.
 #pragma once
 
 #include <mpi.h>

@@ -141,6 +141,9 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("store.prefetch_depth", o.store.prefetch_depth, "batches a producer keeps ready ahead (>= 1)");
   v("store.l1_mb", o.store.l1_mb, "per-trainer L1 (device) budget in MiB (tiered)");
   v("store.l2_mb", o.store.l2_mb, "per-producer L2 (host) budget in MiB (tiered); 0 = none");
+  v("store.l2_min_mb", o.store.l2_min_mb,
+    "co-trained models sharing one L2 pool ([models] l2_pool_mb): the least this model's producer holds, MiB");
+  v("store.l2_max_mb", o.store.l2_max_mb, "and the most (0 = the whole pool)");
   v("store.policy", o.store.policy, "lru | lfu | lfu_decay | lookahead");
   v("store.decay", o.store.decay, "per-step decay of lfu_decay's frequencies, in (0, 1)");
   v("store.horizon", o.store.horizon, "rounds of look-ahead beyond the prefetch window");
@@ -598,6 +601,12 @@ void validate(const RunOptions& options) {
   }
   if (!(options.store.l1_mb > 0)) throw Error("bad value for store.l1_mb", "store.l1_mb must be > 0");
   if (options.store.l2_mb < 0) throw Error("bad value for store.l2_mb", "store.l2_mb must be >= 0");
+  if (options.store.l2_min_mb < 0 || options.store.l2_max_mb < 0 ||
+      (options.store.l2_max_mb > 0 && options.store.l2_min_mb > options.store.l2_max_mb)) {
+    throw Error("bad values for store.l2_min_mb = " + std::to_string(options.store.l2_min_mb) +
+                    " and store.l2_max_mb = " + std::to_string(options.store.l2_max_mb),
+                "both are >= 0 MiB, and l2_min_mb <= l2_max_mb unless l2_max_mb is 0 (the whole pool)");
+  }
   // A budget past this machine's memory would end later in std::bad_alloc naming no key.
   const double memory_mib = physical_memory_mib();
   for (const auto& [key, mib] :

@@ -63,8 +63,8 @@ std::string model_key(const std::string& key, const std::string& where) {
 
 struct DeckModels {
   std::vector<std::string> names;
-  std::string shared_ingest, shared_ingest_mb;  // as written, with their lines
-  int shared_ingest_line = 0, shared_ingest_mb_line = 0;
+  std::string shared_ingest, shared_ingest_mb, l2_pool_mb;  // as written, with their lines
+  int shared_ingest_line = 0, shared_ingest_mb_line = 0, l2_pool_mb_line = 0;
   std::map<std::string, DeckOverlay> sections;  // name -> its keys
 };
 
@@ -110,9 +110,13 @@ DeckModels read_deck_models(const std::string& path) {
         found.shared_ingest_mb = value, found.shared_ingest_mb_line = number;
         continue;
       }
+      if (key == "l2_pool_mb") {
+        found.l2_pool_mb = value, found.l2_pool_mb_line = number;
+        continue;
+      }
       if (key != "names") {
         throw Error("unknown key 'models." + key + "'" + where,
-                    "[models] has the keys names = a,b,c, shared_ingest = true|false and shared_ingest_mb; each "
+                    "[models] has the keys names = a,b,c, shared_ingest = true|false, shared_ingest_mb and l2_pool_mb; each "
                     "model's keys go in its [model.NAME] section (--models.only=NAME is given on the command line)");
       }
       found.names = split_names(value);
@@ -185,6 +189,50 @@ void read_shared_ingest(const DeckModels& deck, const std::string& path, const s
   set.shared_ingest_mb = value;
 }
 
+void read_l2_pool(const DeckModels& deck, const std::string& path, const std::string& arg, ModelSet& set) {
+  const std::string text = arg.empty() ? deck.l2_pool_mb : arg;
+  if (text.empty()) return;
+  const std::string where =
+      arg.empty() ? " in deck " + path + ", line " + std::to_string(deck.l2_pool_mb_line) : " on the command line";
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(value >= 0) || value > 1048576) {
+    throw Error("models.l2_pool_mb = '" + text + "'" + where + " is not a size in MiB",
+                "give the host memory per node that the tiered models' L2 tiers share, e.g. 512 (0 = each its own "
+                "store.l2_mb)");
+  }
+  set.l2_pool_mb = value;
+}
+
+// store.l2_min_mb / l2_max_mb mean something only inside a shared pool.
+void check_pool_keys(const ModelSet& set) {
+  if (set.l2_pool_mb > 0) {
+    double floors = 0;
+    for (const NamedModel& model : set.models) {
+      if (model.options.autotune.online && model.options.store.mode == "tiered") {
+        throw Error("model '" + model.name + "' sets autotune.online, which moves its own L2 budget, inside the "
+                        "shared L2 pool (models.l2_pool_mb), which moves it between the models",
+                    "use one of the two: drop autotune.online for this model, or models.l2_pool_mb");
+      }
+      if (model.options.store.mode == "tiered") floors += model.options.store.l2_min_mb * model.options.layout.producers;
+    }
+    if (floors > set.l2_pool_mb) {
+      throw Error("the models' store.l2_min_mb (times their producers) add up to " + std::to_string(floors) +
+                      " MiB, more than models.l2_pool_mb = " + std::to_string(set.l2_pool_mb),
+                  "raise models.l2_pool_mb or lower the floors");
+    }
+    return;
+  }
+  for (const NamedModel& model : set.models) {
+    if (model.options.store.l2_min_mb > 0 || model.options.store.l2_max_mb > 0) {
+      throw Error(std::string(model.name.empty() ? "the deck" : "model '" + model.name + "'") +
+                      " sets store.l2_min_mb or store.l2_max_mb, which bound a share of a shared L2 pool, but there "
+                      "is none",
+                  "co-train models with [models] l2_pool_mb = N, or set store.l2_mb (this producer's own L2)");
+    }
+  }
+}
+
 }  // namespace
 
 ModelSet parse_model_set(const std::vector<std::string>& raw_args) {
@@ -192,7 +240,7 @@ ModelSet parse_model_set(const std::vector<std::string>& raw_args) {
   // --models.only and --model.NAME.KEY=VALUE are this file's; the rest is parse_run_options's.
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> model_args;  // "--model.NAME.KEY=VALUE"
-  std::string shared_ingest_arg, shared_ingest_mb_arg;
+  std::string shared_ingest_arg, shared_ingest_mb_arg, l2_pool_arg;
   for (size_t i = 0; i < raw_args.size(); ++i) {
     const std::string& arg = raw_args[i];
     if (arg == "--models.only" && i + 1 < raw_args.size()) {
@@ -203,6 +251,8 @@ ModelSet parse_model_set(const std::vector<std::string>& raw_args) {
       shared_ingest_arg = arg.substr(23);
     } else if (arg.rfind("--models.shared_ingest_mb=", 0) == 0) {
       shared_ingest_mb_arg = arg.substr(26);
+    } else if (arg.rfind("--models.l2_pool_mb=", 0) == 0) {
+      l2_pool_arg = arg.substr(20);
     } else {
       args.push_back(arg);
     }
@@ -211,6 +261,7 @@ ModelSet parse_model_set(const std::vector<std::string>& raw_args) {
   DeckModels deck = path.empty() || !fs::is_regular_file(path) ? DeckModels{} : read_deck_models(path);
   set.names = deck.names;
   read_shared_ingest(deck, path, shared_ingest_arg, shared_ingest_mb_arg, set);
+  read_l2_pool(deck, path, l2_pool_arg, set);
   // Per-model command-line keys: --model.NAME.KEY=VALUE for a NAME the deck lists.
   std::vector<std::string> shared_args;
   for (const std::string& arg : args) {
@@ -236,6 +287,11 @@ ModelSet parse_model_set(const std::vector<std::string>& raw_args) {
     }
     set.models.push_back({"", parse_run_options(args)});
     set.output_dir = set.models.front().options.output.dir;
+    if (set.l2_pool_mb > 0) {
+      throw Error("models.l2_pool_mb is set but the deck lists no models",
+                  "a shared L2 pool is for co-trained models: list them with [models] names = a,b");
+    }
+    check_pool_keys(set);
     return set;
   }
   if (!set.only.empty() && std::find(deck.names.begin(), deck.names.end(), set.only) == deck.names.end()) {
@@ -284,6 +340,7 @@ ModelSet parse_model_set(const std::vector<std::string>& raw_args) {
     }
     set.models.push_back({name, std::move(options)});
   }
+  check_pool_keys(set);
   return set;
 }
 

@@ -30,6 +30,10 @@ struct ModelSet {
   // memory per node; --models.shared_ingest=false makes every model read alone.
   bool shared_ingest = true;
   double shared_ingest_mb = 64;
+  // [models] l2_pool_mb: the tiered models' producers on a node share one L2
+  // pool of this many MiB (store.l2_mb then unused), moved between them by
+  // measured benefit within each model's store.l2_min_mb / l2_max_mb; 0 = off.
+  double l2_pool_mb = 0;
   bool co_trained() const { return !names.empty(); }
 };
 

@@ -119,6 +119,8 @@ struct StoreOptions {
   int prefetch_depth = 2;       // batches a producer keeps ready ahead of its trainers (>= 1)
   double l1_mb = 64;            // per-trainer L1 (device) budget, MiB (tiered)
   double l2_mb = 256;           // per-producer L2 (host) budget, MiB (tiered); 0 = no L2
+  double l2_min_mb = 0;         // co-trained models in a shared L2 pool: this model's floor per producer, MiB
+  double l2_max_mb = 0;         // and its cap (0 = the whole pool)
   std::string policy = "lookahead";  // lru | lfu | lfu_decay | lookahead
   double decay = 0.99;          // per-step decay of lfu_decay's frequencies
   int horizon = 128;            // rounds planned beyond the prefetch window: the look-ahead policy sees their uses
@@ -198,6 +200,7 @@ struct RunOptions {
   int64_t measure_after_steps = 0;
   // Not a deck key: the model's name when its deck co-trains several (config/model_set.hpp).
   std::string model_name;
+  double l2_pool_mb = 0;  // a co-trained model in a shared L2 pool: the pool per node (set by the job, not a deck key)
   LayoutOptions layout;
   DataOptions data;
   ModelOptions model;

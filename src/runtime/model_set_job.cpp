@@ -117,6 +117,7 @@ int run_model_set_job(const ModelSet& set, MPI_Comm world) {
   comm::check_mpi(MPI_Comm_split(world, mine, rank, &job), "MPI_Comm_split");
   NamedModel model = set.models[mine];
   model.options.model_name = model.name;
+  if (set.models.size() > 1) model.options.l2_pool_mb = set.l2_pool_mb;
   int job_rank = 0;
   MPI_Comm_rank(job, &job_rank);
   // Shared ingestion: every model's producers on a node make each training
@@ -124,10 +125,19 @@ int run_model_set_job(const ModelSet& set, MPI_Comm world) {
   const LayoutOptions& layout = model.options.layout;
   const bool producer = job_rank >= layout.trainers && job_rank < layout.trainers + layout.producers;
   std::optional<SharedIngest> ingest;
-  if (set.shared_ingest && set.models.size() > 1) {
+  if ((set.shared_ingest || set.l2_pool_mb > 0) && set.models.size() > 1) {
     SharedIngestOptions ingest_options;
+    ingest_options.share_samples = set.shared_ingest;
     ingest_options.mb = set.shared_ingest_mb;
-    ingest.emplace(world, producer, ingest_options);
+    ingest_options.l2_pool_mb = set.l2_pool_mb;
+    ingest_options.member = {model.options.store.mode == "tiered", model.options.store.l2_min_mb,
+                             model.options.store.l2_max_mb};
+    try {
+      ingest.emplace(world, producer, ingest_options);
+    } catch (const Error& e) {
+      // The pool's floors are checked on every producer alike; the others learn it from the exit.
+      throw Error("models.l2_pool_mb: " + e.what_failed(), e.how_to_fix());
+    }
   }
   TrainJobResult result;
   if (finished_earlier(model)) {

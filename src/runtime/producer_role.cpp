@@ -21,6 +21,7 @@
 #include "runtime/batch_source.hpp"
 #include "runtime/checkpointing.hpp"
 #include "runtime/preemption.hpp"
+#include "runtime/shared_ingest.hpp"
 #include "store/frequency_admission.hpp"
 #include "store/producer_staging.hpp"
 #include "store/round_requests.hpp"
@@ -51,7 +52,8 @@ Producer::Producer(const RunOptions& options, const RankContext& context, const 
     const int dim = options.model.embedding_dim;
     const int width = dim + model::make_sparse_optimizer(options.optim)->state_width(dim);
     staging_ = std::make_unique<store::ProducerStaging>(options, width, trainers, trainer_ranks, servers,
-                                                        context_.job, /*servers_may_hold_rows=*/resume.active());
+                                                        context_.job, /*servers_may_hold_rows=*/resume.active(),
+                                                        shared_l2_pool());
     exchange_ = std::make_unique<store::RoundExchange>(context.index, layout.producers(), layout.trainers(),
                                                        context.role_comm);
   }
@@ -95,6 +97,9 @@ ProducerReport Producer::run() {
     report_.history_bytes = double(staging_->history_bytes());
     report_.late_rounds = c.late_rounds;
     report_.ps_fallback_round = fallback_round_;
+    report_.l2_pool_grant_mb = staging_->l2_pool_grant_mb();
+    report_.l2_pool_changes = staging_->l2_pool_changes();
+    report_.l2_pool_decisions = staging_->l2_pool_decisions();
   }
   if (admission_) {
     report_.admission_keys_seen = admission_->keys_seen();

@@ -34,6 +34,9 @@ struct ProducerReport {
   int64_t max_window_rows = 0, l1_capacity_rows = 0, l2_capacity_rows = 0;
   uint64_t late_rounds = 0;        // rounds staged after the trainers had run dry
   int64_t ps_fallback_round = -1;  // first step served in Scheme A after a fallback, -1 if none
+  // The shared L2 pool (co-trained models): the last grant, its changes, and the decisions this producer took.
+  double l2_pool_grant_mb = 0;
+  int64_t l2_pool_changes = 0, l2_pool_decisions = 0;
   // Shared ingestion (co-trained models): chunks served by the node's cache and made here.
   data::SharedChunkStats shared;
   data::SharedChunkStats shared_batches;  // whole de-duplicated batches

@@ -72,6 +72,8 @@ void Producer::stream_tiered_rounds() {
     staging_->note_lateness();
     const std::string decision = staging_->run_controller(front.number);
     if (!decision.empty()) spdlog::info("autotune: {}", decision);
+    const std::string pool = staging_->run_l2_pool(front.number, uint64_t(report_.samples));
+    if (!pool.empty()) spdlog::debug("l2 pool: {}", pool);
     for (size_t i = 0; i < queues_.size(); ++i) {
       std::vector<char> message = take_buffer(queues_[i]);
       encode_batch_message(front.batches[i], message);

@@ -10,12 +10,16 @@
 
 #include "comm/node_shared_memory.hpp"
 #include "data/shared_chunk_cache.hpp"
+#include "store/l2_pool.hpp"
 
 namespace strata::runtime {
 
 struct SharedIngestOptions {
-  double mb = 64;           // shared memory per node (half for chunks, half for batches)
-  int chunk_samples = 256;  // samples per chunk
+  bool share_samples = true;  // the chunk and batch caches ([models] shared_ingest)
+  double mb = 64;             // their shared memory per node (half for chunks, half for batches)
+  int chunk_samples = 256;    // samples per chunk
+  double l2_pool_mb = 0;      // [models] l2_pool_mb: one L2 pool per node (0 = off)
+  store::L2PoolMember member; // this rank's share of it (a producer's)
 };
 
 class SharedIngest {
@@ -35,6 +39,7 @@ class SharedIngest {
   std::unique_ptr<comm::NodeSharedMemory> memory_;
   std::unique_ptr<data::SharedChunkCache> cache_;
   std::unique_ptr<data::SharedChunkCache> batches_;
+  std::unique_ptr<store::L2Pool> pool_;
 };
 
 // This process's caches while a SharedIngest is set up (a producer of a
@@ -42,5 +47,7 @@ class SharedIngest {
 // batches already de-duplicated (models with the same batch size share them).
 data::SharedChunkCache* shared_ingest_cache();
 data::SharedChunkCache* shared_batch_cache();
+// This producer's share of the node's L2 pool ([models] l2_pool_mb), else null.
+store::L2Pool* shared_l2_pool();
 
 }  // namespace strata::runtime

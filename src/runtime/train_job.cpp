@@ -52,7 +52,8 @@ enum ProducerField { kBatches, kSamples, kBytesSent, kBuildS, kBlockedS, kLines,
                      kBytesL2ToL3, kStagingS, kWriteBackWaitS, kL3WaitS, kMaxWindowRows, kL1CapacityRows,
                      kL2CapacityRows, kLateRounds, kPsFallbackRound, kAdmissionSeen, kAdmissionDefaulted,
                      kStagingCpuS, kSharedHits, kSharedMade, kSharedPublished, kSharedWaitS,
-                     kSharedSamplesCopied, kSharedMakingWaitS, kSharedBatchHits, kSharedBatchesMade, kSharedBatchWaitS, kProducerFields };
+                     kSharedSamplesCopied, kSharedMakingWaitS, kSharedBatchHits, kSharedBatchesMade, kSharedBatchWaitS,
+                     kPoolGrantMb, kPoolChanges, kPoolDecisions, kProducerFields };
 static_assert(kProducerFields <= 40, "RankReport::values is too small");
 enum ServerField { kRounds, kRows, kMemoryBytes };
 enum TrainerField { kStallS, kPullWaitS, kRowsPulled, kBytesPulled, kRowsPushed, kBytesPushed, kBytesRequested,
@@ -97,7 +98,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
         tiered[kAdmissionSeen] += v[kAdmissionSeen];
         tiered[kAdmissionDefaulted] += v[kAdmissionDefaulted];
         tiered[kStagingCpuS] += v[kStagingCpuS];
-        for (int f = kSharedHits; f <= kSharedBatchWaitS; ++f) tiered[f] += v[f];
+        for (int f = kSharedHits; f <= kPoolDecisions; ++f) tiered[f] += v[f];
         producer_blocked += v[kBlockedS], producer_build += v[kBuildS];
         break;
       case Role::kServer:
@@ -245,6 +246,15 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
                                 {"batch_hits", tiered[kSharedBatchHits]},
                                 {"batches_made", tiered[kSharedBatchesMade]},
                                 {"batch_wait_s", tiered[kSharedBatchWaitS]}};
+  }
+  if (options.l2_pool_mb > 0 && options.store.mode == "tiered") {
+    // Co-trained models sharing one L2 pool per node: where this model's share ended.
+    summary["l2_pool"] = {{"pool_mb", options.l2_pool_mb},
+                          {"min_mb", options.store.l2_min_mb},
+                          {"max_mb", options.store.l2_max_mb > 0 ? options.store.l2_max_mb : options.l2_pool_mb},
+                          {"final_grant_mb", tiered[kPoolGrantMb]},
+                          {"changes", tiered[kPoolChanges]},
+                          {"decisions_taken", tiered[kPoolDecisions]}};
   }
   if (options.store.min_count > 1) {
     summary["admission"] = {{"min_count", options.store.min_count},
@@ -421,6 +431,8 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
       v[kSharedSamplesCopied] = double(r.shared.samples_copied), v[kSharedMakingWaitS] = r.shared.making_wait_s;
       v[kSharedBatchHits] = double(r.shared_batches.hits), v[kSharedBatchesMade] = double(r.shared_batches.made);
       v[kSharedBatchWaitS] = r.shared_batches.wait_s + r.shared_batches.making_wait_s;
+      v[kPoolGrantMb] = r.l2_pool_grant_mb, v[kPoolChanges] = double(r.l2_pool_changes);
+      v[kPoolDecisions] = double(r.l2_pool_decisions);
       if (r.parse.malformed > 0) {
         spdlog::warn("producer {}: skipped {} malformed of {} lines", context.index, r.parse.malformed, r.parse.lines);
       }

@@ -111,6 +111,7 @@ void L2HostTier::set_capacity(int64_t rows) {
       spill.append(cache_->id(victim), cache_->row(victim));
       counters_.write_backs_to_l3 += 1;
     }
+    if (ghosts_) ghosts_->evicted(cache_->id(victim));
     remove(victim);
     counters_.evictions += 1;
   }
@@ -155,6 +156,7 @@ void L2HostTier::make_room(RowBlock& spill) {
       spill.append(cache_->id(victim), cache_->row(victim));
       counters_.write_backs_to_l3 += 1;
     }
+    if (ghosts_) ghosts_->evicted(cache_->id(victim));
     remove(victim);
     counters_.evictions += 1;
   }
@@ -186,6 +188,9 @@ void L2HostTier::read(const std::vector<RowId>& ids, int64_t round, float* value
   }
   counters_.misses += missing_.size();
   counters_.hits += ids.size() - missing_.size();
+  if (ghosts_) {
+    for (const RowId& id : missing_) ghosts_->missed(id);
+  }
   if (!missing_.empty()) fetch_from_servers(missing_, &missing_at_, values);
 }
 

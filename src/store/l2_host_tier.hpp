@@ -16,6 +16,7 @@
 
 #include "store/count_min_sketch.hpp"
 #include "store/eviction_policy.hpp"
+#include "store/ghost_rows.hpp"
 #include "store/known_rows_filter.hpp"
 #include "store/row_cache.hpp"
 #include "store/row_map.hpp"
@@ -82,6 +83,10 @@ class L2HostTier {
   // The online controller's new budget in rows (up to the arena): shrinking
   // evicts now, dirty victims going to the servers.
   void set_capacity(int64_t rows);
+  // Keeps the ids of the last `rows` victims, to count misses that more rows
+  // would have saved (the shared L2 pool's measure of benefit).
+  void track_ghosts(int64_t rows) { ghosts_ = std::make_unique<GhostRows>(rows); }
+  const GhostRows* ghosts() const { return ghosts_.get(); }
 
  private:
   void make_room(RowBlock& spill);  // evicts until one row fits; dirty victims go to spill
@@ -110,6 +115,7 @@ class L2HostTier {
   };
   std::vector<PendingSend> pending_sends_;  // asynchronous write-backs in flight
   L2Counters counters_;
+  std::unique_ptr<GhostRows> ghosts_;  // only under a shared pool
   bool refusing_ = false;
   std::function<void(const RowId&, float*)> new_row_;
   std::function<int64_t(const RowId&)> next_use_;

@@ -1,6 +1,7 @@
 #include "store/producer_staging.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 
 #include "comm/mpi_channel.hpp"
@@ -20,8 +21,9 @@ constexpr size_t kAhead = 8;  // rows in flight in a prefetched pass
 
 ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vector<int> owners,
                                  std::vector<int> owner_ranks, std::vector<int> server_ranks, MPI_Comm world,
-                                 bool servers_may_hold_rows)
-    : seed_(options.train.seed),
+                                 bool servers_may_hold_rows, L2Pool* l2_pool)
+    : l2_pool_(l2_pool),
+      seed_(options.train.seed),
       row_init_scale_(options.model.row_init_scale),
       dim_(options.model.embedding_dim),
       sparse_optimizer_(model::make_sparse_optimizer(options.optim)),
@@ -65,11 +67,38 @@ ProducerStaging::ProducerStaging(const RunOptions& options, int width, std::vect
     every_steps_ = options.autotune.every_steps;
     l2_arena_rows = L2HostTier::rows_for_budget(options.store.l2_mb + options.store.l1_mb * double(owners_.size()), width);
   }
-  l2_ = std::make_unique<L2HostTier>(L2HostTier::rows_for_budget(options.store.l2_mb, width), l2_arena_rows, width, *policy_, world,
+  double l2_mb = options.store.l2_mb;
+  if (l2_pool_) {
+    // A share of the node's pool: reserved for the most it may be granted.
+    l2_mb = pool_grant_mb_ = l2_pool_->granted_mb();
+    l2_arena_rows = L2HostTier::rows_for_budget(l2_pool_->max_mb(), width);
+  }
+  l2_ = std::make_unique<L2HostTier>(L2HostTier::rows_for_budget(l2_mb, width), l2_arena_rows, width, *policy_, world,
                                      std::move(server_ranks), [this] { poll(); },
                                      [this](const RowId& id, float* row) { new_row(id, row); },
                                      [this](const RowId& id) { return directory_of(id).next_use(id); },
                                      history_.get(), servers_may_hold_rows);
+  if (l2_pool_) {
+    // As many ghosts as rows: the look-ahead policy evicts rows with no use within the horizon, so
+    // their next use comes after many rounds of evictions.
+    ghost_rows_ = std::max<int64_t>(4096, L2HostTier::rows_for_budget(l2_mb, width));
+    l2_->track_ghosts(ghost_rows_);
+  }
+}
+
+std::string ProducerStaging::run_l2_pool(int64_t round, uint64_t samples) {
+  constexpr int64_t kEveryRounds = 8;
+  if (!l2_pool_ || round % kEveryRounds != 0) return {};
+  const int64_t row_bytes = int64_t(L2HostTier::bytes_for(ghost_rows_, width_) / size_t(std::max<int64_t>(ghost_rows_, 1)));
+  const double grant = l2_pool_->report(l2_->ghosts()->hits(), l2_->counters().hits, samples, ghost_rows_, row_bytes);
+  if (std::abs(grant - pool_grant_mb_) < 1e-6) return {};
+  const std::string note = "step " + std::to_string(round) + ": L2 " + std::to_string(pool_grant_mb_) + " -> " +
+                           std::to_string(grant) + " MiB of the shared pool";
+  l2_->set_capacity(L2HostTier::rows_for_budget(grant, width_));
+  l2_pool_->applied(grant);
+  pool_grant_mb_ = grant;
+  ++pool_changes_;
+  return note;
 }
 
 void ProducerStaging::new_row(const RowId& id, float* row) const {
@@ -355,6 +384,7 @@ void ProducerStaging::finish_training() {
     comm::check_mpi(MPI_Send(&done, 1, MPI_INT, rank, comm::kTagFlushDone, world_), "MPI_Send");
   }
   finished_ = true;
+  if (l2_pool_) l2_pool_->leave();  // its grant returns to the models still training
 }
 
 size_t ProducerStaging::directory_bytes() const {

@@ -19,6 +19,7 @@
 #include "store/l1_directory.hpp"
 #include "store/tiered_protocol.hpp"
 #include "store/l2_host_tier.hpp"
+#include "store/l2_pool.hpp"
 #include "store/access_trace.hpp"
 #include "store/online_controller.hpp"
 #include "store/round_requests.hpp"
@@ -42,8 +43,11 @@ class ProducerStaging {
   // owners: trainer indices this producer feeds; owner_ranks: their world ranks.
   // servers_may_hold_rows: resumed from a checkpoint, so a row this producer
   // never wrote down may still be on the servers (always fetch, never create).
+  // l2_pool: this producer's share of its node's shared L2 pool (co-trained
+  // models), or null for an L2 of store.l2_mb of its own.
   ProducerStaging(const RunOptions& options, int width, std::vector<int> owners, std::vector<int> owner_ranks,
-                  std::vector<int> server_ranks, MPI_Comm world, bool servers_may_hold_rows = false);
+                  std::vector<int> server_ranks, MPI_Comm world, bool servers_may_hold_rows = false,
+                  L2Pool* l2_pool = nullptr);
 
   // Round r's requests of the rows owned by owners()[i], from every trainer.
   void add_round(int64_t round, const std::vector<OwnerRequests>& per_owner);
@@ -86,6 +90,12 @@ class ProducerStaging {
   // log line of a change ("" when nothing changed). Once per round, before staging it.
   std::string run_controller(int64_t round);
   int64_t l2_capacity_rows() const { return l2_->capacity(); }
+  // Shared L2 pool: every few rounds, reports this L2's ghost hits and takes
+  // the grant it is given (the log line of a change, or "").
+  std::string run_l2_pool(int64_t round, uint64_t samples);
+  double l2_pool_grant_mb() const { return pool_grant_mb_; }
+  int64_t l2_pool_changes() const { return pool_changes_; }
+  int64_t l2_pool_decisions() const { return l2_pool_ ? l2_pool_->decisions() : 0; }
   // What the budgets count (README "Memory"): the L2 tier (store.l2_mb), the
   // copies of the trainers' L1 directories, and the access history.
   size_t l2_bytes() const { return l2_->memory_bytes(); }
@@ -118,6 +128,10 @@ class ProducerStaging {
   // Initial full row (values + optimizer state), as the servers would make it.
   void new_row(const RowId& id, float* row) const;
 
+  L2Pool* l2_pool_ = nullptr;
+  double pool_grant_mb_ = 0;
+  int64_t pool_changes_ = 0;
+  int64_t ghost_rows_ = 0;
   uint64_t seed_;
   float row_init_scale_;
   int dim_;

@@ -266,6 +266,28 @@ def case_text_shared(r):
     print(f"text: co-trained == alone, {made} chunks made of 306 apart, resume at step 50 exact")
 
 
+def case_l2_pool(r):
+    """One L2 pool for the tiered models of a node: memory moves to the model
+    whose ghost rows say it would help, from the one whose L2 is hardly used
+    (dlrm_a's L1 holds nearly all its rows), within the pool; every model
+    still ends equal to itself alone."""
+    deck = write_deck(r)
+    pool = ["--models.l2_pool_mb=4", "--train.steps=1200", "--model.dlrm_a.store.l1_mb=8",
+            "--model.din_c.store.l1_mb=0.5"]
+    train(r, ALL_RANKS, deck, "pool", *pool)
+    _, co = summaries(r, "pool")
+    ref = alone(r, deck, "pool_alone", "--train.steps=1200", "--model.dlrm_a.store.l1_mb=8",
+                "--model.din_c.store.l1_mb=0.5")
+    same_numbers(co, ref, "pooled vs alone")
+    a, c = co["dlrm_a"]["l2_pool"], co["din_c"]["l2_pool"]
+    assert "l2_pool" not in co["dlrm_b"], "a ps model holds no share of the pool"
+    assert a["pool_mb"] == 4 and c["pool_mb"] == 4
+    assert c["final_grant_mb"] > 2.0 + 0.1 and a["final_grant_mb"] < 2.0 - 0.1, (a, c)  # from the equal split
+    assert a["final_grant_mb"] + c["final_grant_mb"] <= 4 + 1e-6, (a, c)
+    assert a["changes"] > 0 and c["changes"] > 0, (a, c)
+    print(f"l2 pool: dlrm_a {a['final_grant_mb']:.2f} MiB, din_c {c['final_grant_mb']:.2f} MiB of 4; equal to alone")
+
+
 def expect_refused(r, name, ranks, deck, *options, contains):
     proc = launch(r, ranks, deck, name, *options)
     text = proc.stdout + proc.stderr
@@ -314,6 +336,12 @@ def case_bad_decks(r):
     bad = DECK.replace("names = dlrm_a, dlrm_b, din_c", "names = dlrm_a, dlrm_b, din_c\nshared_ingest_mb = 0")
     expect_refused(r, "shared_ingest_mb", ALL_RANKS, write_deck(r, "ingest_mb.ini", bad),
                    contains=["models.shared_ingest_mb", "line 4", "MiB"])
+    expect_refused(r, "pool_floor_without_pool", ALL_RANKS, deck, "--model.din_c.store.l2_min_mb=1",
+                   contains=["model 'din_c'", "store.l2_min_mb", "l2_pool_mb"])
+    expect_refused(r, "pool_floors", ALL_RANKS, deck, "--models.l2_pool_mb=2", "--store.l2_min_mb=1.5",
+                   contains=["store.l2_min_mb", "more than models.l2_pool_mb"])
+    expect_refused(r, "pool_size", ALL_RANKS, deck, "--models.l2_pool_mb=lots",
+                   contains=["models.l2_pool_mb", "'lots'"])
     # A used output.dir is refused for the job as for one model.
     train(r, ALL_RANKS, deck, "used")
     expect_refused(r, "used", ALL_RANKS, deck, contains=["already holds the outputs", "--output.overwrite"])

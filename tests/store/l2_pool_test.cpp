@@ -1,0 +1,145 @@
+// L2Pool: first grants fill floors then share the rest up to the caps; a
+// decision gives free memory to the member whose ghosts say more would help
+// most, moves a step from the member whose held bytes buy least only when the
+// gain beats that, keeps every grant within its floor and cap, and the grants
+// in force never add up to more than the pool. GhostRows counts misses on
+// recently evicted rows only.
+#include "store/l2_pool.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include "common/error.hpp"
+#include "store/ghost_rows.hpp"
+
+namespace strata::store {
+namespace {
+
+constexpr double kMiB = 1048576.0;
+
+TEST(L2Pool, FirstGrantsFillFloorsThenShareUpToCaps) {
+  // 100 MiB; a ps member holds nothing; floors 10 and 0; caps 30 and the whole pool.
+  const std::vector<L2PoolMember> members = {{true, 10, 30}, {false, 0, 0}, {true, 0, 0}, {true, 0, 0}};
+  const std::vector<double> g = initial_l2_grants(100, members);
+  EXPECT_DOUBLE_EQ(g[1], 0);
+  EXPECT_NEAR(g[0], 30, 1e-9);  // 10 + an equal share, capped at 30
+  EXPECT_NEAR(g[2], 35, 1e-9);
+  EXPECT_NEAR(g[3], 35, 1e-9);
+  EXPECT_NEAR(g[0] + g[2] + g[3], 100, 1e-9);
+  EXPECT_THROW(initial_l2_grants(15, {{true, 10, 0}, {true, 10, 0}}), Error);  // floors above the pool
+  EXPECT_THROW(initial_l2_grants(100, {{true, 40, 20}}), Error);               // floor above cap
+}
+
+struct Ledger {
+  explicit Ledger(double pool_mb, const std::vector<L2PoolMember>& members)
+      : memory(static_cast<char*>(std::aligned_alloc(64, (L2Pool::bytes_needed(int(members.size())) + 63) / 64 * 64)),
+               &std::free) {
+    L2Pool::initialize(memory.get(), pool_mb, members, /*decide_every_s=*/0);
+    for (int i = 0; i < int(members.size()); ++i) pools.push_back(std::make_unique<L2Pool>(memory.get(), int(members.size()), i));
+  }
+  std::unique_ptr<char, decltype(&std::free)> memory;
+  std::vector<std::unique_ptr<L2Pool>> pools;
+};
+
+TEST(L2Pool, MemoryMovesToWhereGhostsHitFromWhereHitsAreFew) {
+  Ledger ledger(100, {{true, 0, 0}, {true, 20, 0}});
+  L2Pool& a = *ledger.pools[0];
+  L2Pool& b = *ledger.pools[1];
+  EXPECT_NEAR(a.granted_mb(), 40, 1e-6);
+  EXPECT_NEAR(b.granted_mb(), 60, 1e-6);
+  // a: its L2 is hardly hit and its ghosts never; b: its ghosts are hit often.
+  uint64_t samples = 0, a_hits = 0, b_ghosts = 0, b_hits = 0;
+  for (int step = 0; step < 200; ++step) {
+    samples += 1000, a_hits += 1, b_ghosts += 500, b_hits += 800;
+    a.report(0, a_hits, samples, 1000, 1024);
+    a.applied(a.granted_mb());
+    b.report(b_ghosts, b_hits, samples, 1000, 1024);
+    b.applied(b.granted_mb());
+    EXPECT_LE(a.granted_mb() + b.granted_mb(), 100 + 1e-6);
+    EXPECT_GE(b.granted_mb(), 20 - 1e-6);
+  }
+  EXPECT_NEAR(a.granted_mb(), 0, 1e-6);   // all of it moved, in steps
+  EXPECT_NEAR(b.granted_mb(), 100, 1e-6);
+  EXPECT_GT(a.moves() + b.moves(), 10);
+  // A member that leaves returns its grant; nobody decides for it again.
+  a.leave();
+  EXPECT_EQ(a.granted_mb(), 0);
+}
+
+TEST(L2Pool, NoMoveWhenTheGainDoesNotBeatWhatTheBytesBuy) {
+  Ledger ledger(100, {{true, 0, 0}, {true, 0, 0}});
+  L2Pool& a = *ledger.pools[0];
+  L2Pool& b = *ledger.pools[1];
+  uint64_t samples = 0, a_hits = 0, b_ghosts = 0;
+  for (int step = 0; step < 50; ++step) {
+    // a's 50 MiB buy 200 hits per 1000 samples; b's 1000 ghost rows of 1 KiB would buy 1.
+    samples += 1000, a_hits += 200, b_ghosts += 1;
+    a.report(0, a_hits, samples, 1000, 1024);
+    b.report(b_ghosts, 0, samples, 1000, 1024);
+  }
+  EXPECT_NEAR(a.granted_mb(), 50, 1e-6);
+  EXPECT_NEAR(b.granted_mb(), 50, 1e-6);
+}
+
+TEST(L2Pool, CapsAndFloorsHold) {
+  Ledger ledger(100, {{true, 30, 0}, {true, 0, 55}});
+  L2Pool& a = *ledger.pools[0];
+  L2Pool& b = *ledger.pools[1];
+  uint64_t samples = 0, b_ghosts = 0;
+  for (int step = 0; step < 200; ++step) {
+    samples += 1000, b_ghosts += 900;
+    a.report(0, 0, samples, 1000, 1024);
+    a.applied(a.granted_mb());
+    b.report(b_ghosts, 0, samples, 1000, 1024);
+    b.applied(b.granted_mb());
+  }
+  EXPECT_GE(a.granted_mb(), 30 - 1e-6);
+  EXPECT_LE(b.granted_mb(), 55 + 1e-6);
+  EXPECT_NEAR(b.granted_mb(), 55, 5.0 + 1e-6);  // within a step of its cap
+}
+
+TEST(L2Pool, AGrantIsGivenOnlyOnceTheDonorHasShrunk) {
+  Ledger ledger(100, {{true, 0, 0}, {true, 0, 0}});
+  L2Pool& a = *ledger.pools[0];
+  L2Pool& b = *ledger.pools[1];
+  uint64_t samples = 0;
+  for (int step = 1; step <= 20; ++step) {
+    samples += 1000;
+    a.report(0, 0, samples, 1000, 1024);  // a never applies what it is granted
+    b.report(uint64_t(step) * 900, 0, samples, 1000, 1024);
+    b.applied(b.granted_mb());
+  }
+  // a was lowered once; its bytes are still held, so b got nothing yet.
+  EXPECT_LT(a.granted_mb(), 50);
+  EXPECT_NEAR(b.granted_mb(), 50, 1e-6);
+  a.applied(a.granted_mb());
+  samples += 1000;
+  b.report(21 * 900, 0, samples, 1000, 1024);
+  EXPECT_GT(b.granted_mb(), 50);
+}
+
+TEST(GhostRows, CountsMissesOnRecentVictimsOnly) {
+  GhostRows ghosts(3);
+  ghosts.evicted({0, 1});
+  ghosts.evicted({0, 2});
+  ghosts.missed({0, 1});
+  ghosts.missed({1, 1});  // another table
+  EXPECT_EQ(ghosts.hits(), 1u);
+  ghosts.evicted({0, 3});
+  ghosts.evicted({0, 4});  // pushes key 1 out
+  ghosts.missed({0, 1});
+  ghosts.missed({0, 4});
+  EXPECT_EQ(ghosts.hits(), 2u);
+  ghosts.evicted({0, 4});  // twice in the ring: still there after one leaves
+  ghosts.evicted({0, 5});
+  ghosts.evicted({0, 6});
+  ghosts.missed({0, 4});
+  EXPECT_EQ(ghosts.hits(), 3u);
+}
+
+}  // namespace
+}  // namespace strata::store
