@@ -43,6 +43,24 @@ void SharedShardReader::seek(const ReaderPosition& position) {
   position_ = position;
 }
 
+SharedShardReader::State SharedShardReader::state() const {
+  return {pass_, chunk_, offset_, shard_done_ ? 1 : 0, chunk_start_, position_, stats_};
+}
+
+void SharedShardReader::skip_to(const State& after, const State& before) {
+  if (!sharing_ || before.pass != pass_ || before.chunk != chunk_ || before.offset != offset_) {
+    throw Error("SharedShardReader::skip_to from another place of the shard",
+                "skip only from the state the batch was made from");
+  }
+  chunk_ = after.chunk, offset_ = after.offset, shard_done_ = after.shard_done != 0;
+  chunk_start_ = after.chunk_start, position_ = after.position;
+  stats_.lines += after.stats.lines - before.stats.lines;
+  stats_.samples += after.stats.samples - before.stats.samples;
+  stats_.malformed += after.stats.malformed - before.stats.malformed;
+  have_marks_ = false;  // chunk_ is loaded again (from the cache) when it is read
+  set_cursor();
+}
+
 ReaderPosition SharedShardReader::position() const { return sharing_ ? position_ : own_->position(); }
 
 void SharedShardReader::set_cursor() {

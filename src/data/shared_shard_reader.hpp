@@ -32,6 +32,22 @@ class SharedShardReader : public SampleReader {
   void seek(const ReaderPosition& position) override;
   const ParseStats& stats() const override { return stats_; }
 
+  // Where a shared pass stands, to hand a whole batch to another model's
+  // reader (shared de-duplicated batches): its sample in the pass, and what
+  // reading up to it consumed.
+  struct State {
+    int64_t pass = 0, chunk = 0;
+    int32_t offset = 0, shard_done = 0;
+    ReaderPosition chunk_start, position;
+    ParseStats stats;
+  };
+  bool sharing() const { return sharing_; }
+  State state() const;
+  // Continues from `after`, a state another reader of this shard reached from
+  // this reader's state (the samples in between come as a built batch).
+  void skip_to(const State& after, const State& before);
+  int32_t stream() const { return stream_; }
+
   // The cache stream of a file's shard: `file` 0 training, 1 evaluation.
   static int32_t stream_of(int file, int shard, int num_shards);
 

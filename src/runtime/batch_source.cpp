@@ -1,6 +1,7 @@
 #include "runtime/batch_source.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <spdlog/spdlog.h>
@@ -76,7 +77,10 @@ class IndexedBatchSource : public BatchSource {
       reservation = shared_batches_->reserve(key, epoch_ * size + first + batch_size_);
       if (reservation == Reservation::kTheirs && shared_batches_->copy_blob(key, blob_)) return taken();
     }
-    if (!next(trainer, batch)) return false;
+    if (!next(trainer, batch)) {
+      if (reservation == Reservation::kMine) shared_batches_->fill_blob(key, {});  // no batch: the slot is freed
+      return false;
+    }
     data::deduplicate(batch, keys_of);
     shared_batches_->count_made();
     if (reservation == Reservation::kMine) {
@@ -246,6 +250,14 @@ class TextBatchSource : public BatchSource {
                                                     SharedShardReader::stream_of(1, producer, producers), false);
       }
       shared_ = cache;
+      shared_batches_ = shared_batch_cache();
+      // Until its first batch, the others keep the shard's first batches for it.
+      if (shared_batches_) {
+        shared_batches_->expect(int64_t(1) << 40,
+                                text_batch_stream(SharedShardReader::stream_of(0, producer, producers),
+                                                  options.train.batch_size,
+                                                  model::tied_tables(options.model, shape_.num_tables)));
+      }
     }
   }
 
@@ -292,6 +304,52 @@ class TextBatchSource : public BatchSource {
   }
 
   data::SharedChunkStats shared_stats() const override { return shared_ ? shared_->stats() : data::SharedChunkStats{}; }
+  data::SharedChunkStats shared_batch_stats() const override {
+    return shared_batches_ ? shared_batches_->stats() : data::SharedChunkStats{};
+  }
+
+  // Co-trained models with the same training batch size read the same
+  // batches of a shard in turn: the first builds and de-duplicates each, with
+  // its reader's state before and after, and the others take it and move
+  // their readers past it.
+  bool next_deduplicated(int trainer, data::Batch& batch, const std::vector<int32_t>& keys_of) override {
+    auto* reader = dynamic_cast<data::SharedShardReader*>(train_.get());
+    if (!shared_batches_ || phase_ != Phase::kTrain || finishing_old_shards_ || !reader || !reader->sharing()) {
+      return BatchSource::next_deduplicated(trainer, batch, keys_of);
+    }
+    using State = data::SharedShardReader::State;
+    const State before = reader->state();
+    if (before.shard_done) return BatchSource::next_deduplicated(trainer, batch, keys_of);
+    const int64_t first = before.chunk * shared_->chunk_samples() + before.offset;  // in the pass
+    const int32_t stream = text_batch_stream(reader->stream(), batch_size_, keys_of);
+    const data::ChunkKey key{stream, before.pass, first / batch_size_};
+    if (first % batch_size_ != 0) return BatchSource::next_deduplicated(trainer, batch, keys_of);
+    const int64_t cursor = before.pass * (int64_t(1) << 40) + first;
+    shared_batches_->set_cursor(cursor, key.stream);
+    if (shared_batches_->copy_blob(key, blob_) && take_blob(*reader, before, stream, batch)) return true;
+    using Reservation = data::SharedChunkCache::Reservation;
+    const Reservation reservation = shared_batches_->reserve(key, cursor + batch_size_);
+    if (reservation == Reservation::kTheirs && shared_batches_->copy_blob(key, blob_) &&
+        take_blob(*reader, before, stream, batch)) {
+      return true;
+    }
+    if (!next(trainer, batch)) {
+      if (reservation == Reservation::kMine) shared_batches_->fill_blob(key, {});  // no batch: the slot is freed
+      return false;
+    }
+    data::deduplicate(batch, keys_of);
+    shared_batches_->count_made();
+    if (reservation == Reservation::kMine) {
+      const State after = reader->state();
+      blob_.resize(2 * sizeof(State));
+      std::memcpy(blob_.data(), &before, sizeof(State));
+      std::memcpy(blob_.data() + sizeof(State), &after, sizeof(State));
+      data::serialize(batch, blob_);
+      shared_batches_->fill_blob(key, blob_);
+    }
+    shared_batches_->set_cursor(cursor + batch_size_, key.stream);
+    return true;
+  }
 
   data::ParseStats stats() const override {
     data::ParseStats total = train_->stats();
@@ -306,6 +364,30 @@ class TextBatchSource : public BatchSource {
 
  private:
   data::SampleReader& reader() { return phase_ == Phase::kTrain ? *train_ : *eval_; }
+
+  static int32_t text_batch_stream(int32_t shard_stream, int64_t batch_size, const std::vector<int32_t>& keys_of) {
+    uint64_t h = (0x9e3779b97f4a7c15ull ^ uint64_t(uint32_t(shard_stream))) * 1099511628211ull ^ uint64_t(batch_size);
+    for (int32_t k : keys_of) h = (h ^ uint64_t(uint32_t(k))) * 1099511628211ull;
+    return int32_t(0x20000000u | (h & 0x0fffffffu));
+  }
+
+  // A shared batch: the maker's reader state before and after it, then the batch.
+  bool take_blob(data::SharedShardReader& reader, const data::SharedShardReader::State& before, int32_t stream,
+                 data::Batch& batch) {
+    using State = data::SharedShardReader::State;
+    if (blob_.size() <= 2 * sizeof(State)) return false;
+    State made_from, after;
+    std::memcpy(&made_from, blob_.data(), sizeof(State));
+    std::memcpy(&after, blob_.data() + sizeof(State), sizeof(State));
+    if (made_from.pass != before.pass || made_from.chunk != before.chunk || made_from.offset != before.offset) {
+      return false;
+    }
+    data::deserialize(blob_.data() + 2 * sizeof(State), blob_.size() - 2 * sizeof(State), batch);
+    reader.skip_to(after, made_from);
+    shared_batches_->set_cursor(before.pass * (int64_t(1) << 40) + after.chunk * shared_->chunk_samples() + after.offset,
+                                stream);
+    return true;
+  }
 
   void open_resumed(const EpochResume& resume) {
     if (resume.old_producers == producers_) {
@@ -336,6 +418,8 @@ class TextBatchSource : public BatchSource {
   std::unique_ptr<data::SampleReader> train_;
   std::unique_ptr<data::SampleReader> eval_;
   data::SharedChunkCache* shared_ = nullptr;
+  data::SharedChunkCache* shared_batches_ = nullptr;  // de-duplicated batches of co-trained models
+  std::vector<char> blob_;
 };
 
 }  // namespace

@@ -257,13 +257,17 @@ def case_text_shared(r):
     made = sum(s["chunks_made"] for s in shared.values())
     # Each model reads 2 passes of 47 chunks of 256 samples and 8 evaluation chunks: 306 apart.
     assert made <= 0.6 * 306, f"chunks made {made} of 306 apart: {shared}"
+    # dlrm_a and din_c (batch 128) share their de-duplicated batches: 2 passes of 93 full ones.
+    batches = shared["dlrm_a"]["batches_made"] + shared["din_c"]["batches_made"]
+    assert 186 <= batches <= 0.75 * 372, f"batches made {batches} of 372 apart: {shared}"
     ckpt = os.path.join(r.workdir, "text_ckpt")
     train(r, ALL_RANKS, deck, "text_first", "--train.steps=50", "--checkpoint.dir=" + ckpt,
           "--checkpoint.every_steps=50")
     train(r, ALL_RANKS, deck, "text_second", "--checkpoint.dir=" + ckpt, "--resume=latest")
     _, second = summaries(r, "text_second")
     same_numbers(second, co, "text resumed at 50 vs whole", ("steps", "eval_auc", "eval_logloss", "train_logloss"))
-    print(f"text: co-trained == alone, {made} chunks made of 306 apart, resume at step 50 exact")
+    print(f"text: co-trained == alone, {made} chunks made of 306 apart, {batches} batches of 372, "
+          "resume at step 50 exact")
 
 
 def case_l2_pool(r):
