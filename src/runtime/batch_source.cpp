@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <spdlog/spdlog.h>
@@ -19,6 +20,30 @@
 
 namespace strata::runtime {
 namespace {
+
+// After a miss in the shared de-duplicated batches: builds the batch here
+// (next() and de-duplication) and, when this producer holds the batch's slot,
+// publishes it, `prefix` (if any) writing what precedes its wire format. A
+// batch that does not come frees the slot.
+bool make_shared_batch(BatchSource& source, int trainer, data::Batch& batch, const std::vector<int32_t>& keys_of,
+                       data::SharedChunkCache& batches, const data::ChunkKey& key,
+                       data::SharedChunkCache::Reservation reservation, std::vector<char>& blob,
+                       const std::function<void(std::vector<char>&)>& prefix) {
+  const bool mine = reservation == data::SharedChunkCache::Reservation::kMine;
+  if (!source.next(trainer, batch)) {
+    if (mine) batches.fill_blob(key, {});
+    return false;
+  }
+  data::deduplicate(batch, keys_of);
+  batches.count_made();
+  if (mine) {
+    blob.clear();
+    if (prefix) prefix(blob);
+    data::serialize(batch, blob);
+    batches.fill_blob(key, blob);
+  }
+  return true;
+}
 
 // Behaviour sequences: an event file, the generator, or their HDF5 conversion.
 bool sequence_source(const DataOptions& options) {
@@ -77,18 +102,7 @@ class IndexedBatchSource : public BatchSource {
       reservation = shared_batches_->reserve(key, epoch_ * size + first + batch_size_);
       if (reservation == Reservation::kTheirs && shared_batches_->copy_blob(key, blob_)) return taken();
     }
-    if (!next(trainer, batch)) {
-      if (reservation == Reservation::kMine) shared_batches_->fill_blob(key, {});  // no batch: the slot is freed
-      return false;
-    }
-    data::deduplicate(batch, keys_of);
-    shared_batches_->count_made();
-    if (reservation == Reservation::kMine) {
-      blob_.clear();
-      data::serialize(batch, blob_);
-      shared_batches_->fill_blob(key, blob_);
-    }
-    return true;
+    return make_shared_batch(*this, trainer, batch, keys_of, *shared_batches_, key, reservation, blob_, {});
   }
 
   data::SharedChunkStats shared_batch_stats() const override {
@@ -333,22 +347,16 @@ class TextBatchSource : public BatchSource {
         take_blob(*reader, before, stream, batch)) {
       return true;
     }
-    if (!next(trainer, batch)) {
-      if (reservation == Reservation::kMine) shared_batches_->fill_blob(key, {});  // no batch: the slot is freed
-      return false;
-    }
-    data::deduplicate(batch, keys_of);
-    shared_batches_->count_made();
-    if (reservation == Reservation::kMine) {
-      const State after = reader->state();
-      blob_.resize(2 * sizeof(State));
-      std::memcpy(blob_.data(), &before, sizeof(State));
-      std::memcpy(blob_.data() + sizeof(State), &after, sizeof(State));
-      data::serialize(batch, blob_);
-      shared_batches_->fill_blob(key, blob_);
-    }
-    shared_batches_->set_cursor(cursor + batch_size_, key.stream);
-    return true;
+    // The blob starts with the reader's state before and after the batch.
+    const bool made = make_shared_batch(*this, trainer, batch, keys_of, *shared_batches_, key, reservation, blob_,
+                                        [&](std::vector<char>& blob) {
+                                          const State after = reader->state();
+                                          blob.resize(2 * sizeof(State));
+                                          std::memcpy(blob.data(), &before, sizeof(State));
+                                          std::memcpy(blob.data() + sizeof(State), &after, sizeof(State));
+                                        });
+    if (made) shared_batches_->set_cursor(cursor + batch_size_, key.stream);
+    return made;
   }
 
   data::ParseStats stats() const override {

@@ -42,6 +42,14 @@ struct SharedMemory {
   std::unique_ptr<char, decltype(&std::free)> data;
 };
 
+SharedChunkGeometry geometry(int slots, int chunk_samples, int consumers, size_t slot_bytes,
+                             double stale_after_s = 0.5) {
+  SharedChunkGeometry g;
+  g.slots = slots, g.chunk_samples = chunk_samples, g.consumers = consumers, g.slot_bytes = slot_bytes;
+  g.stale_after_s = stale_after_s;
+  return g;
+}
+
 Batch make_chunk(const SyntheticDataset& ds, int64_t chunk, int C) {
   Batch b;
   b.reset(ds.num_dense(), ds.num_tables());
@@ -58,8 +66,7 @@ Drained drain(const Batch& batch) {
 
 TEST(SharedChunkCache, BatchesFromAnotherConsumersChunksEqualGenerated) {
   const SyntheticDataset ds(history_options());
-  SharedChunkGeometry g;
-  g.slots = 8, g.chunk_samples = 32, g.consumers = 2, g.slot_bytes = 64 << 10;
+  const SharedChunkGeometry g = geometry(8, 32, 2, 64 << 10);
   SharedMemory memory(g);
   SharedChunkCache maker(memory.data.get(), g, 0), reader(memory.data.get(), g, 1);
   for (int64_t k = 0; k < 8; ++k) {
@@ -94,8 +101,7 @@ TEST(SharedChunkCache, BatchesFromAnotherConsumersChunksEqualGenerated) {
 
 TEST(SharedChunkCache, AMissLeavesTheBatchAsItWas) {
   const SyntheticDataset ds(history_options());
-  SharedChunkGeometry g;
-  g.slots = 4, g.chunk_samples = 16, g.consumers = 1, g.slot_bytes = 64 << 10;
+  const SharedChunkGeometry g = geometry(4, 16, 1, 64 << 10);
   SharedMemory memory(g);
   SharedChunkCache cache(memory.data.get(), g, 0);
   cache.publish({0, 0, 1}, 32, make_chunk(ds, 1, 16));
@@ -115,8 +121,7 @@ TEST(SharedChunkCache, AMissLeavesTheBatchAsItWas) {
 
 TEST(SharedChunkCache, AChunkTooLargeForItsSlotIsNotPublished) {
   const SyntheticDataset ds(history_options());
-  SharedChunkGeometry g;
-  g.slots = 2, g.chunk_samples = 512, g.consumers = 1, g.slot_bytes = 1024;
+  const SharedChunkGeometry g = geometry(2, 512, 1, 1024);
   SharedMemory memory(g);
   SharedChunkCache cache(memory.data.get(), g, 0);
   cache.publish({0, 0, 0}, 512, make_chunk(ds, 0, 512));
@@ -137,8 +142,7 @@ double time_overwrite(SharedChunkCache& writer, const SyntheticDataset& ds, cons
 
 TEST(SharedChunkCache, AWriterWaitsForALiveConsumerThatStillNeedsTheSlot) {
   const SyntheticDataset ds(history_options());
-  SharedChunkGeometry g;
-  g.slots = 4, g.chunk_samples = 16, g.consumers = 2, g.slot_bytes = 64 << 10, g.stale_after_s = 30;
+  const SharedChunkGeometry g = geometry(4, 16, 2, 64 << 10, 30);
   SharedMemory memory(g);
   SharedChunkCache writer(memory.data.get(), g, 0), slow(memory.data.get(), g, 1);
   slow.set_cursor(0);  // alive, needs chunk 0
@@ -160,8 +164,7 @@ TEST(SharedChunkCache, AWriterWaitsForALiveConsumerThatStillNeedsTheSlot) {
 
 TEST(SharedChunkCache, RetiredStaleOrFarBehindConsumersDoNotHoldAWriterUp) {
   const SyntheticDataset ds(history_options());
-  SharedChunkGeometry g;
-  g.slots = 4, g.chunk_samples = 16, g.consumers = 2, g.slot_bytes = 64 << 10, g.stale_after_s = 0.05;
+  const SharedChunkGeometry g = geometry(4, 16, 2, 64 << 10, 0.05);
   {
     SharedMemory memory(g);
     SharedChunkCache writer(memory.data.get(), g, 0), other(memory.data.get(), g, 1);
@@ -192,8 +195,7 @@ TEST(SharedChunkCache, RetiredStaleOrFarBehindConsumersDoNotHoldAWriterUp) {
 
 TEST(SharedChunkCache, AChunkBeingMadeIsWaitedForNotMadeTwice) {
   const SyntheticDataset ds(history_options());
-  SharedChunkGeometry g;
-  g.slots = 4, g.chunk_samples = 16, g.consumers = 2, g.slot_bytes = 64 << 10;
+  const SharedChunkGeometry g = geometry(4, 16, 2, 64 << 10);
   SharedMemory memory(g);
   SharedChunkCache maker(memory.data.get(), g, 0), other(memory.data.get(), g, 1);
   using Reservation = SharedChunkCache::Reservation;
@@ -213,8 +215,7 @@ TEST(SharedChunkCache, AChunkBeingMadeIsWaitedForNotMadeTwice) {
   EXPECT_EQ(expected.keys, got.keys);
   EXPECT_EQ(expected.dense, got.dense);
   // A chunk too large for its slot leaves the slot empty, not holding the reservation.
-  SharedChunkGeometry small = g;
-  small.slot_bytes = 1024;
+  const SharedChunkGeometry small = geometry(4, 16, 2, 1024);
   SharedMemory tight(small);
   SharedChunkCache a(tight.data.get(), small, 0), b(tight.data.get(), small, 1);
   ASSERT_EQ(a.reserve({0, 0, 0}, 16), Reservation::kMine);
@@ -227,8 +228,7 @@ TEST(SharedChunkCache, AChunkBeingMadeIsWaitedForNotMadeTwice) {
 }
 
 TEST(SharedChunkCache, BlobsTravelWholeAndMissCleanly) {
-  SharedChunkGeometry g;
-  g.slots = 4, g.chunk_samples = 16, g.consumers = 2, g.slot_bytes = 4096;
+  const SharedChunkGeometry g = geometry(4, 16, 2, 4096);
   SharedMemory memory(g);
   SharedChunkCache maker(memory.data.get(), g, 0), other(memory.data.get(), g, 1);
   std::vector<char> bytes(3000);
