@@ -7,8 +7,12 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
+#include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include "comm/collectives.hpp"
 #include "comm/mpi_channel.hpp"
@@ -16,6 +20,8 @@
 #include "common/error.hpp"
 #include "config/deck.hpp"
 #include "model/optimizers.hpp"
+#include "config/model_set.hpp"
+#include "runtime/model_set_job.hpp"
 #include "runtime/output_dir.hpp"
 #include "runtime/role_layout.hpp"
 #include "runtime/train_job.hpp"
@@ -63,12 +69,21 @@ TrialOrder decode(const std::vector<char>& bytes) {
   return order;
 }
 
+// Rank 0's next order to every rank. The others wait politely: rank 0 may
+// think for a while (the window estimate reads the data), and ranks spinning
+// in a blocking MPI_Bcast would take the cores it thinks on.
+void broadcast_politely(void* data, int count, MPI_Datatype type) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  comm::check_mpi(MPI_Ibcast(data, count, type, 0, MPI_COMM_WORLD, &request), "MPI_Ibcast");
+  comm::wait(request);
+}
+
 TrialOrder broadcast(const TrialOrder& order) {
   std::vector<char> bytes = encode(order);
   uint64_t size = bytes.size();
-  comm::check_mpi(MPI_Bcast(&size, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  broadcast_politely(&size, 1, MPI_UINT64_T);
   bytes.resize(size);
-  comm::check_mpi(MPI_Bcast(bytes.data(), static_cast<int>(size), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  broadcast_politely(bytes.data(), static_cast<int>(size), MPI_BYTE);
   return decode(bytes);
 }
 
@@ -106,9 +121,25 @@ int world_rank() {
   return rank;
 }
 
+// largest_window_rows reads the trial's data once over; trials that differ only
+// in what cannot change the rows a window holds (learning rates and the other
+// optimizer settings, outputs) share one reading.
+int64_t largest_window_rows_once(const RunOptions& options, int64_t steps) {
+  static std::map<std::string, int64_t> known;
+  RunOptions key_options = options;
+  key_options.optim = OptimizerOptions{};
+  key_options.output = OutputOptions{};
+  key_options.tune = TuneOptions{};
+  const std::string key = to_ini(key_options) + "\nsteps = " + std::to_string(steps);
+  auto found = known.find(key);
+  if (found == known.end()) found = known.emplace(key, runtime::largest_window_rows(options, steps)).first;
+  return found->second;
+}
+
 // Rank 0: turns the plugin's next trial into an order (with its pre-run checks).
+// `side_by_side` trials share the node (tune.co_train), so their budgets add up.
 TrialOrder next_order(Tuner& tuner, const RunOptions& base, const std::vector<std::string>& args, int world_size,
-                      int nodes, std::optional<Trial>& trial) {
+                      int nodes, int side_by_side, std::optional<Trial>& trial) {
   TrialOrder order;
   trial = tuner.ask();
   if (!trial) return order;
@@ -117,9 +148,11 @@ TrialOrder next_order(Tuner& tuner, const RunOptions& base, const std::vector<st
   char dir[64];
   std::snprintf(dir, sizeof(dir), "/trial-%05lld", static_cast<long long>(trial->number));
   const int64_t steps = base.tune.warmup_steps + base.tune.trial_steps;
+  const bool quality = base.tune.objective != "samples_per_s";
   std::vector<std::string> fixed = overrides(*trial);
   fixed.push_back("--train.steps=" + std::to_string(steps));
-  fixed.push_back("--train.eval=false");
+  // A quality objective is measured on the held-out data after the steps.
+  fixed.push_back(quality ? "--train.eval=true" : "--train.eval=false");
   fixed.push_back("--output.dir=" + base.output.dir + dir);
   fixed.push_back("--output.progress_every=1000000000");
   order.args = with_overrides(args, fixed);
@@ -132,21 +165,24 @@ TrialOrder next_order(Tuner& tuner, const RunOptions& base, const std::vector<st
       const int dim = options.model.embedding_dim;
       const int width = dim + model::make_sparse_optimizer(options.optim)->state_width(dim);
       const int64_t l1_rows = store::L1DeviceTier::rows_for_budget(options.store.l1_mb, width);
-      const int64_t window = runtime::largest_window_rows(options, steps);
+      const int64_t window = largest_window_rows_once(options, steps);
       if (window > l1_rows) {
         order.skip_reason = "store.l1_mb = " + format_number(options.store.l1_mb) + " holds " +
                             std::to_string(l1_rows) + " rows but a prefetch window needs " + std::to_string(window);
       }
       // Every budget fits the machine on its own (the deck checks that); the
-      // layout's ranks together must fit it too.
+      // layout's ranks together (and the trials beside it) must fit it too.
       const double memory = physical_memory_mib();
-      const double budgets = (double(options.layout.trainers) * options.store.l1_mb +
+      const double budgets = side_by_side *
+                             (double(options.layout.trainers) * options.store.l1_mb +
                               double(options.layout.producers) * options.store.l2_mb) / double(std::max(nodes, 1));
       if (order.skip_reason.empty() && memory > 0 && budgets > memory) {
-        order.skip_reason = "the layout's budgets do not fit in memory: " + std::to_string(options.layout.trainers) +
-                            " trainers x store.l1_mb = " + format_number(options.store.l1_mb) + " MiB + " +
-                            std::to_string(options.layout.producers) + " producers x store.l2_mb = " +
-                            format_number(options.store.l2_mb) + " MiB is " + std::to_string(int64_t(budgets + 0.5)) +
+        order.skip_reason = "the layout's budgets do not fit in memory: " +
+                            (side_by_side > 1 ? std::to_string(side_by_side) + " co-trained trials x (" : "") +
+                            std::to_string(options.layout.trainers) + " trainers x store.l1_mb = " +
+                            format_number(options.store.l1_mb) + " MiB + " + std::to_string(options.layout.producers) +
+                            " producers x store.l2_mb = " + format_number(options.store.l2_mb) + " MiB" +
+                            (side_by_side > 1 ? ")" : "") + " is " + std::to_string(int64_t(budgets + 0.5)) +
                             " MiB per node, more than its " + std::to_string(int64_t(memory)) + " MiB";
       }
     }
@@ -159,6 +195,112 @@ TrialOrder next_order(Tuner& tuner, const RunOptions& base, const std::vector<st
   return order;
 }
 
+int layout_ranks(const RunOptions& options) {
+  return options.layout.producers + options.layout.trainers + options.layout.servers;
+}
+
+// tune.co_train > 1: what a search must be for its trials to train side by side.
+void check_co_train(const RunOptions& base, int world_size) {
+  const int n = base.tune.co_train;
+  if (n == 1) return;
+  const std::string named = "tune.co_train = " + std::to_string(n);
+  if (base.tune.objective == "samples_per_s") {
+    throw Error(named + " trains its trials side by side on the same cores, so each one's samples/s would "
+                    "measure the others (tune.objective = samples_per_s)",
+                "set tune.objective = eval_auc or eval_logloss, or tune.co_train = 1 to time trials alone");
+  }
+  if (!base.tune.space_layout.empty()) {
+    throw Error(named + " gives every trial the deck's layout, but tune.space_layout = " + base.tune.space_layout +
+                    " changes it",
+                "leave tune.space_layout empty with tune.co_train > 1, or search layouts with tune.co_train = 1");
+  }
+  const int ranks = layout_ranks(base);
+  if (world_size != n * ranks) {
+    throw Error(named + " needs " + std::to_string(n) + " x the layout's " + std::to_string(ranks) +
+                    " ranks (producers + trainers + servers) = " + std::to_string(n * ranks) +
+                    " ranks, but the job has " + std::to_string(world_size),
+                "run mpirun -n " + std::to_string(n * ranks) + ", or set tune.co_train = " +
+                    std::to_string(std::max(1, world_size / std::max(ranks, 1))));
+  }
+}
+
+std::vector<TrialOrder> broadcast(const std::vector<TrialOrder>& pass) {
+  uint64_t count = pass.size();
+  broadcast_politely(&count, 1, MPI_UINT64_T);
+  std::vector<TrialOrder> out;
+  for (uint64_t i = 0; i < count; ++i) out.push_back(broadcast(i < pass.size() ? pass[i] : TrialOrder{}));
+  return out;
+}
+
+// The options a trial trains with: its order's command line, neither tracing nor checkpointing.
+RunOptions trial_options(const TrialOrder& order, const RunOptions& base) {
+  RunOptions options = parse_run_options(order.args);
+  options.measure_after_steps = base.tune.warmup_steps;
+  options.output.trace.clear();
+  options.checkpoint = CheckpointOptions{};
+  return options;
+}
+
+std::string trial_model_name(int64_t number) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "trial_%05lld", static_cast<long long>(number));
+  return name;
+}
+
+// Runs one pass of trials: alone (one order), or side by side as the co-trained
+// models of one job, sharing its producers' pass over the data. Returns, on rank
+// 0, each trial's summary (null when its run ended without one) and the exit code.
+std::pair<std::vector<nlohmann::json>, int> run_pass(const std::vector<TrialOrder>& pass, const RunOptions& base) {
+  std::vector<nlohmann::json> summaries(pass.size());
+  if (base.tune.co_train == 1) {
+    runtime::TrainJobResult result = runtime::run_train_job_with_result(trial_options(pass[0], base), MPI_COMM_WORLD);
+    summaries[0] = result.summary;
+    return {summaries, result.exit_code};
+  }
+  ModelSet set;
+  for (const TrialOrder& order : pass) {
+    set.models.push_back({trial_model_name(order.number), trial_options(order, base)});
+    set.names.push_back(set.models.back().name);
+  }
+  set.output_dir = base.output.dir + "/pass-" + trial_model_name(pass[0].number).substr(6);
+  // A short last pass leaves ranks without a trial: they wait for the others.
+  const int used = static_cast<int>(pass.size()) * layout_ranks(base);
+  MPI_Comm job = MPI_COMM_NULL;
+  comm::check_mpi(MPI_Comm_split(MPI_COMM_WORLD, world_rank() < used ? 0 : MPI_UNDEFINED, world_rank(), &job),
+                  "MPI_Comm_split");
+  runtime::ModelSetResult result;
+  if (job != MPI_COMM_NULL) {
+    result = runtime::run_model_set_job_with_result(set, job);
+    MPI_Comm_free(&job);
+  }
+  comm::barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) {
+    const nlohmann::json& models = result.summary.is_object() ? result.summary["models"] : nlohmann::json();
+    for (size_t t = 0; t < pass.size(); ++t) {
+      if (models.is_object() && models.contains(set.names[t])) summaries[t] = models[set.names[t]];
+    }
+  }
+  return {summaries, result.exit_code};
+}
+
+// What a trial's run gives the search: its objective, or why it failed.
+TrialOutcome outcome_of(const nlohmann::json& summary, int exit_code, const std::string& objective) {
+  if (exit_code != 0) {
+    return TrialOutcome::failed("the run exited with code " + std::to_string(exit_code) + " (its error is in the log)");
+  }
+  if (!summary.is_object()) return TrialOutcome::failed("the run wrote no summary");
+  if (objective == "samples_per_s") {
+    const double value = summary.value("measured_samples_per_s", 0.0);
+    return value > 0 ? TrialOutcome::completed(value) : TrialOutcome::failed("no samples were measured");
+  }
+  if (summary.value("eval_samples", 0.0) <= 0) {
+    return TrialOutcome::failed("tune.objective = " + objective +
+                                " needs held-out data, but no evaluation sample was read (data.eval, or the "
+                                "synthetic source's data.synthetic_eval_samples)");
+  }
+  return TrialOutcome::completed(summary.value(objective, 0.0));
+}
+
 }  // namespace
 
 int run_tune_command(const std::vector<std::string>& args) {
@@ -167,13 +309,17 @@ int run_tune_command(const std::vector<std::string>& args) {
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   const int on_node = comm::ranks_on_node(MPI_COMM_WORLD);
   const int nodes = (world_size + on_node - 1) / std::max(on_node, 1);  // the job's ranks are spread over these
+  const int co_train = base.tune.co_train;
+  const int trial_world = world_size / co_train;  // the ranks one trial runs on
   const bool root = world_rank() == 0;
+  const Objective objective = Objective::named(base.tune.objective);
   std::unique_ptr<Tuner> tuner;
   std::unique_ptr<TrialLog> log;
   // The plugin lives on rank 0; if it cannot start, every rank must hear why.
   TrialOrder startup;
   if (root) {
     try {
+      check_co_train(base, world_size);
       // A new search never adds to another's trials.csv or reuses its trial-NNNNN
       // folders; one that continues an Optuna study gets new trial numbers from it
       // and appends (jobs/tune_sweep.sh run again).
@@ -185,7 +331,7 @@ int run_tune_command(const std::vector<std::string>& args) {
                                   "--tune.study=FILE) to add trials to it");
       }
       runtime::check_model_reads_data(base);  // no knob fixes a model that cannot read the data
-      tuner = std::make_unique<Tuner>(base.tune, SearchSpace::from_options(base.tune));
+      tuner = std::make_unique<Tuner>(base.tune, SearchSpace::from_options(base.tune), objective);
       log = std::make_unique<TrialLog>(base.output.dir, tuner->space(), tuner->objective());
       startup.run = true;
     } catch (const Error& e) {
@@ -195,65 +341,72 @@ int run_tune_command(const std::vector<std::string>& args) {
   startup = broadcast(startup);
   if (!startup.run) throw Error(startup.skip_reason);
   if (root) {
-    spdlog::info("strata tune: plugin {}, {} trials of {} + {} warm-up steps on {} ranks; trials in {}",
+    spdlog::info("strata tune: plugin {}, {} trials of {} + {} warm-up steps on {} ranks{}, objective {} ({}); "
+                 "trials in {}",
                  base.tune.plugin, base.tune.trials, base.tune.trial_steps, base.tune.warmup_steps, world_size,
-                 log->csv_path());
+                 co_train > 1 ? ", " + std::to_string(co_train) + " co-trained at a time" : std::string(),
+                 objective.name, to_string(objective.direction), log->csv_path());
   }
+  const auto search_start = std::chrono::steady_clock::now();
+  int told = 0;
+  auto report = [&](const Trial& trial, const TrialOutcome& outcome, double seconds) {
+    tuner->tell(trial, outcome);
+    log->record(trial, outcome, seconds);
+    ++told;
+    if (outcome.state == TrialOutcome::State::complete) {
+      spdlog::info("trial {}: {} {:.6g} ({:.1f} s)", trial.number, objective.name, outcome.value, seconds);
+    } else {
+      spdlog::info("trial {}: {} ({})", trial.number, to_string(outcome.state), outcome.reason);
+    }
+  };
   while (true) {
-    std::optional<Trial> trial;
-    TrialOrder order;
+    // Rank 0 gathers the pass: up to co_train trials that will run (pruned ones
+    // are told at once, so the sampler hears of them before its next proposal).
+    std::vector<TrialOrder> pass;
+    std::vector<Trial> trials;
     if (root) {
       try {
-        order = next_order(*tuner, base, args, world_size, nodes, trial);
+        while (static_cast<int>(pass.size()) < co_train) {
+          std::optional<Trial> trial;
+          TrialOrder order = next_order(*tuner, base, args, trial_world, nodes, co_train, trial);
+          if (!order.run) break;
+          if (!order.skip_reason.empty()) {
+            report(*trial, order.failed ? TrialOutcome::failed(order.skip_reason)
+                                        : TrialOutcome::pruned(order.skip_reason), 0.0);
+            continue;
+          }
+          pass.push_back(std::move(order));
+          trials.push_back(*trial);
+        }
       } catch (...) {
-        broadcast(TrialOrder{});  // release the other ranks, then report
+        broadcast(std::vector<TrialOrder>{});  // release the other ranks, then report
         throw;
       }
     }
-    order = broadcast(order);
-    if (!order.run) break;
-    TrialOutcome outcome;
+    pass = broadcast(pass);
+    if (pass.empty()) break;
     const auto start = std::chrono::steady_clock::now();
-    if (!order.skip_reason.empty()) {
-      outcome = order.failed ? TrialOutcome::failed(order.skip_reason) : TrialOutcome::pruned(order.skip_reason);
-    } else {
-      RunOptions options = parse_run_options(order.args);
-      options.measure_after_steps = base.tune.warmup_steps;
-      options.output.trace.clear();  // a trial neither traces nor checkpoints
-      options.checkpoint = CheckpointOptions{};
-      runtime::TrainJobResult result = runtime::run_train_job_with_result(options, MPI_COMM_WORLD);
-      if (root) {
-        // A run that ended early (its error is in the log above) has no summary.
-        const double value =
-            result.exit_code == 0 && result.summary.is_object() ? result.summary.value("measured_samples_per_s", 0.0) : 0.0;
-        outcome = result.exit_code != 0
-                      ? TrialOutcome::failed("the run exited with code " + std::to_string(result.exit_code) +
-                                             " (its error is in the log)")
-                  : value > 0 ? TrialOutcome::completed(value)
-                              : TrialOutcome::failed("no samples were measured");
-      }
-    }
+    const auto [summaries, exit_code] = run_pass(pass, base);
     if (!root) continue;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    tuner->tell(*trial, outcome);
-    log->record(*trial, outcome, seconds);
-    if (outcome.state == TrialOutcome::State::complete) {
-      spdlog::info("trial {}: {:.0f} samples/s ({:.1f} s)", trial->number, outcome.value, seconds);
-    } else {
-      spdlog::info("trial {}: {} ({})", trial->number, to_string(outcome.state), outcome.reason);
-    }
+    for (size_t t = 0; t < pass.size(); ++t) report(trials[t], outcome_of(summaries[t], exit_code, objective.name), seconds);
     log->write_best_deck([&](const Trial& best) {
       std::vector<std::string> best_args = with_overrides(args, overrides(best));
       RunOptions best_options = parse_run_options(best_args);
       best_options.output.dir = base.output.dir + "/best";
       best_options.output.overwrite = false;  // a run of best.ini must not replace an earlier one unasked
+      best_options.tune.co_train = 1;         // a deck for strata train (and a later search of one model)
       return to_ini(best_options);
     });
   }
   int completed = 0;
   if (root) {
+    const double hours = std::chrono::duration<double>(std::chrono::steady_clock::now() - search_start).count() / 3600;
+    spdlog::info("strata tune: {} trials in {:.1f} s ({:.0f} trials per hour{})", told, hours * 3600,
+                 hours > 0 ? told / hours : 0.0,
+                 co_train > 1 ? ", " + std::to_string(co_train) + " co-trained at a time" : std::string());
     if (auto best = log->best()) {
-      spdlog::info("best: trial {} at {:.0f} samples/s; deck {}", best->trial.number, best->outcome.value,
+      spdlog::info("best: trial {} at {} {:.6g}; deck {}", best->trial.number, objective.name, best->outcome.value,
                    log->best_deck_path());
       completed = 1;
     }

@@ -204,6 +204,14 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("tune.space_policy", o.tune.space_policy, "candidate store.policy values, a|b|c");
   v("tune.space_layout", o.tune.space_layout, "candidate producers/trainers/servers[,sp=N,ep=N,dp=N,sp_mode=M], e.g. 1/2/1|1/2/1,sp=2");
   v("tune.space_batch_size", o.tune.space_batch_size, "search space of train.batch_size");
+  v("tune.space_sparse_lr", o.tune.space_sparse_lr, "search space of optim.sparse_lr, e.g. 0.01:0.2:log");
+  v("tune.space_dense_lr", o.tune.space_dense_lr, "search space of optim.dense_lr");
+  v("tune.objective", o.tune.objective,
+    "samples_per_s (maximised, measured after the warm-up) | eval_auc (maximised) | eval_logloss (minimised), "
+    "the last two on the held-out data after the trial's steps");
+  v("tune.co_train", o.tune.co_train,
+    "trials run this many at a time as co-trained models of one job sharing its producers' pass over the data "
+    "(mpirun -n N x the layout's ranks; needs tune.objective = eval_auc or eval_logloss)");
 
   v("autotune.online", o.autotune.online, "online cache controller during strata train (tiered)");
   v("autotune.every_steps", o.autotune.every_steps, "steps between the controller's decisions");
@@ -221,6 +229,7 @@ const std::map<std::string, std::vector<std::string>>& choices() {
       {"data.sequence_eval", {"validation", "test"}},
       {"data.sequence_task", {"ctr", "next_item"}},
       {"tune.sampler", {"tpe", "random", "cmaes"}},
+      {"tune.objective", {"samples_per_s", "eval_auc", "eval_logloss"}},
       {"model.kind", {"dlrm", "din", "sasrec", "hstu", "moe", "mmoe", "ple"}},
       {"model.pooling", {"sum", "mean"}},
       {"optim.dense", {"adam", "adagrad", "sgd"}},
@@ -697,6 +706,10 @@ void validate(const RunOptions& options) {
   require_positive("tune.trial_steps", options.tune.trial_steps);
   if (options.tune.warmup_steps < 0) throw Error("bad value for tune.warmup_steps", "tune.warmup_steps must be >= 0");
   require_positive("tune.grid_points", options.tune.grid_points);
+  if (options.tune.co_train < 1 || options.tune.co_train > 64) {
+    throw Error("bad value for tune.co_train: " + std::to_string(options.tune.co_train),
+                "tune.co_train is the number of trials trained together, from 1 (one at a time) to 64");
+  }
   require_positive("autotune.every_steps", options.autotune.every_steps);
   require_positive("autotune.min_prefetch", options.autotune.min_prefetch);
   if (options.autotune.max_prefetch < options.autotune.min_prefetch) {

@@ -182,6 +182,14 @@ struct TuneOptions {
   std::string space_policy = "lru|lfu|lookahead";  // store.policy
   std::string space_layout;         // producers/trainers/servers[,sp=..,ep=..] candidates, e.g. "1/2/1|1/2/1,sp=2"
   std::string space_batch_size;     // train.batch_size
+  std::string space_sparse_lr;      // optim.sparse_lr
+  std::string space_dense_lr;       // optim.dense_lr
+  // What a trial is judged by: samples_per_s (measured after the warm-up), or
+  // the model's quality on the held-out data after its steps (eval_auc, eval_logloss).
+  std::string objective = "samples_per_s";
+  // Trials run N at a time as co-trained models of one job over one pass of the
+  // producers (docs/TUNER.md): the world is N x the deck's layout; needs a quality objective.
+  int co_train = 1;
 };
 
 // The online cache controller of strata train (tiered mode).

@@ -32,8 +32,9 @@ nlohmann::json model_entry(const NamedModel& model, const nlohmann::json& summar
                           {"first_world_rank", first_rank},
                           {"ranks", model_ranks(model.options)},
                           {"summary", model.name + "/summary.json"}};
-  for (const char* key : {"params_digest", "steps", "samples", "samples_per_s", "train_logloss", "eval_auc",
-                          "eval_hr_at_10", "eval_ndcg_at_10", "cpu_us_per_sample", "levels", "bytes_per_sample"}) {
+  for (const char* key : {"params_digest", "steps", "samples", "samples_per_s", "train_seconds", "train_logloss",
+                          "eval_auc", "eval_logloss", "eval_samples", "eval_hr_at_10", "eval_ndcg_at_10",
+                          "cpu_us_per_sample", "levels", "bytes_per_sample"}) {
     if (summary.contains(key)) entry[key] = summary[key];
   }
   return entry;
@@ -62,6 +63,10 @@ int job_exit_code(int mine, MPI_Comm world) {
 
 int run_model_set_job(const ModelSet& set, MPI_Comm world) {
   if (!set.co_trained()) return run_train_job(set.models.front().options, world);
+  return run_model_set_job_with_result(set, world).exit_code;
+}
+
+ModelSetResult run_model_set_job_with_result(const ModelSet& set, MPI_Comm world) {
   int rank = 0, size = 0;
   MPI_Comm_rank(world, &rank);
   MPI_Comm_size(world, &size);
@@ -72,7 +77,7 @@ int run_model_set_job(const ModelSet& set, MPI_Comm world) {
       check_model_reads_data(model.options);
     } catch (const Error& e) {
       if (rank == 0) std::fprintf(stderr, "strata: error: model '%s': %s\n", model.name.c_str(), e.what());
-      return kExitBadInput;
+      return {kExitBadInput, {}};
     }
   }
   // The job's own folder: its summary.json beside the models' folders.
@@ -87,7 +92,7 @@ int run_model_set_job(const ModelSet& set, MPI_Comm world) {
     }
   }
   comm::check_mpi(MPI_Bcast(&claimed, 1, MPI_INT, 0, world), "MPI_Bcast");
-  if (!claimed) return kExitBadInput;
+  if (!claimed) return {kExitBadInput, {}};
 
   // Model m runs on the world ranks after those of models 0..m-1.
   int mine = -1, first = 0;
@@ -180,6 +185,7 @@ int run_model_set_job(const ModelSet& set, MPI_Comm world) {
     for (int r = 0, at = 0; r < size; ++r) offsets[r] = at, at += lengths[r];
   }
   const int code = job_exit_code(result.exit_code, world);
+  ModelSetResult job_result{code, {}};
   if (rank == 0) {
     nlohmann::json summary = {{"models", nlohmann::json::object()}, {"order", set.names}, {"exit_code", code}};
     double samples = 0, seconds = 0;
@@ -196,8 +202,9 @@ int run_model_set_job(const ModelSet& set, MPI_Comm world) {
     std::filesystem::create_directories(set.output_dir);
     io::write_summary(set.output_dir, summary);
     spdlog::info("wrote {}/summary.json ({} models)", set.output_dir, set.models.size());
+    job_result.summary = std::move(summary);
   }
-  return code;
+  return job_result;
 }
 
 }  // namespace strata::runtime

@@ -7,9 +7,19 @@
 
 #include <mpi.h>
 
+#include <nlohmann/json.hpp>
+
 #include "config/model_set.hpp"
 
 namespace strata::runtime {
+
+struct ModelSetResult {
+  int exit_code = 0;       // the same on every rank
+  nlohmann::json summary;  // the job's summary.json, on world rank 0 (null elsewhere)
+};
+
+// The same, returning the job's summary too (strata tune --tune.co_train).
+ModelSetResult run_model_set_job_with_result(const ModelSet& set, MPI_Comm world);
 
 // Returns the process exit code (the same on every rank). Throws strata::Error on failure.
 int run_model_set_job(const ModelSet& set, MPI_Comm world);

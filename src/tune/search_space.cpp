@@ -155,6 +155,8 @@ SearchSpace SearchSpace::from_options(const TuneOptions& options) {
       {"store.policy", "tune.space_policy", options.space_policy, false, true},
       {"layout", "tune.space_layout", options.space_layout, false, true},
       {"train.batch_size", "tune.space_batch_size", options.space_batch_size, true, false},
+      {"optim.sparse_lr", "tune.space_sparse_lr", options.space_sparse_lr, false, false},
+      {"optim.dense_lr", "tune.space_dense_lr", options.space_dense_lr, false, false},
   };
   SearchSpace space;
   for (const Entry& entry : entries) {

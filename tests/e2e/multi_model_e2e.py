@@ -351,5 +351,111 @@ def case_bad_decks(r):
     expect_refused(r, "used", ALL_RANKS, deck, contains=["already holds the outputs", "--output.overwrite"])
 
 
+# strata tune --tune.co_train: trials co-trained three at a time over one pass of
+# the producers, on the tiny DLRM of one producer, trainer and server each.
+TUNE_DECK = """
+[layout]
+producers = 1
+trainers = 1
+servers = 1
+
+[data]
+source = synthetic
+synthetic_train_samples = 65536
+synthetic_eval_samples = 4096
+num_tables = 6
+vocab_sizes = 5000
+zipf_exponent = 1.05
+
+[model]
+embedding_dim = 8
+bottom_mlp = 32,8
+top_mlp = 32
+
+[train]
+batch_size = 128
+
+[store]
+l1_mb = 0.4
+l2_mb = 0.5
+
+[tune]
+plugin = grid
+space_l1_mb =
+space_l2_mb =
+space_prefetch_depth =
+space_policy =
+space_sparse_lr = 0.02|0.05
+space_dense_lr = 0.001|0.01
+objective = eval_auc
+trials = 4
+trial_steps = 30
+warmup_steps = 0
+"""
+
+
+def tune(r, ranks, deck, out, *options):
+    cmd = [r.mpiexec, "-n", str(ranks), "--oversubscribe", "--bind-to", "none"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    cmd += [r.strata, "tune", "--config", deck, "--output.dir=" + os.path.join(r.workdir, out), *options]
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+
+
+def trials_of(r, out):
+    import csv
+    with open(os.path.join(r.workdir, out, "trials.csv")) as f:
+        return list(csv.DictReader(f))
+
+
+def case_tune_co_train(r):
+    """Four trials co-trained three at a time (a pass of three, then a pass of one
+    with six ranks idle) find the same objective for every trial, bit for bit,
+    as the same search run one trial at a time, and the same best deck; the
+    trials shared the producers' samples; bad co-training settings are refused."""
+    deck = write_deck(r, "tune.ini", TUNE_DECK)
+    for out, ranks, options in (("seq", 3, ()), ("co", 9, ("--tune.co_train=3",))):
+        proc = tune(r, ranks, deck, out, *options)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    seq, co = trials_of(r, "seq"), trials_of(r, "co")
+    assert len(seq) == len(co) == 4, (seq, co)
+    key = lambda x: (x["optim.sparse_lr"], x["optim.dense_lr"])
+    assert {key(x) for x in seq} == {key(x) for x in co} and len({key(x) for x in co}) == 4, (seq, co)
+    by_key = {key(x): x for x in seq}
+    for row in co:
+        assert row["state"] == "complete" and row["direction"] == "maximize", row
+        assert row["eval_auc"] == by_key[key(row)]["eval_auc"], (row, by_key[key(row)])
+        a = json.load(open(os.path.join(r.workdir, "co", "trial-%05d" % int(row["trial"]), "summary.json")))
+        b = json.load(open(os.path.join(r.workdir, "seq", "trial-%05d" % int(by_key[key(row)]["trial"]),
+                                        "summary.json")))
+        assert a["params_digest"] == b["params_digest"], (row, a["params_digest"], b["params_digest"])
+    passes = sorted(x for x in os.listdir(os.path.join(r.workdir, "co")) if x.startswith("pass-"))
+    assert passes == ["pass-00000", "pass-00003"], passes
+    first = json.load(open(os.path.join(r.workdir, "co", passes[0], "summary.json")))
+    assert sorted(first["models"]) == ["trial_00000", "trial_00001", "trial_00002"], first["models"]
+    shared = [json.load(open(os.path.join(r.workdir, "co", "trial-%05d" % t, "summary.json")))["shared_ingest"]
+              for t in range(3)]
+    assert sum(x["chunk_hits"] for x in shared) > 0 and sum(x["batch_hits"] for x in shared) > 0, shared
+    best = lambda out: [x for x in open(os.path.join(r.workdir, out, "best.ini")) if not x.startswith("#")]
+    strip = lambda lines: [x.replace(os.path.join(r.workdir, "co"), "OUT").replace(os.path.join(r.workdir, "seq"), "OUT")
+                           for x in lines if "co_train" not in x]
+    assert strip(best("co")) == strip(best("seq")), "the co-trained search chose another best deck"
+    print("4 trials: co-trained objectives == one at a time, bit for bit; best decks equal")
+    for name, ranks, options, needles in (
+            ("throughput", 9, ("--tune.co_train=3", "--tune.objective=samples_per_s"),
+             ["tune.co_train = 3", "samples_per_s", "tune.objective = eval_auc"]),
+            ("world", 6, ("--tune.co_train=3",), ["needs 3 x the layout's 3 ranks", "mpirun -n 9"]),
+            ("layouts", 9, ("--tune.co_train=3", "--tune.space_layout=1/1/1"), ["tune.space_layout"]),
+            ("objective", 3, ("--tune.objective=auc",), ["tune.objective", "eval_auc"]),
+            ("count", 3, ("--tune.co_train=0",), ["tune.co_train", "from 1"])):
+        proc = tune(r, ranks, deck, "bad_" + name, *options)
+        text = proc.stdout + proc.stderr
+        assert proc.returncode == BAD_INPUT, f"{name}: exit {proc.returncode}\n{text[-3000:]}"
+        for needle in needles:
+            assert needle in text, f"{name}: message lacks '{needle}':\n{text[-3000:]}"
+        print(f"{name}: refused, message ok")
+
+
 if __name__ == "__main__":
     run_case_from_command_line({name[5:]: fn for name, fn in globals().items() if name.startswith("case_")})
