@@ -56,6 +56,8 @@ echo
 /usr/bin/python3 bench/multi_model/bench_co_training.py --build "$BUILD_DIR" | tee "$OUT/co_training.txt"
 /usr/bin/python3 bench/multi_model/bench_co_training.py --build "$BUILD_DIR" --store-mode ps | tee -a "$OUT/co_training.txt"
 /usr/bin/python3 bench/multi_model/bench_l2_pool.py --build "$BUILD_DIR" | tee -a "$OUT/co_training.txt"
+/usr/bin/python3 bench/multi_model/bench_tune_co_train.py --build "$BUILD_DIR" | tee -a "$OUT/co_training.txt"
+/usr/bin/python3 bench/multi_model/bench_tune_co_train.py --build "$BUILD_DIR" --store-mode ps | tee -a "$OUT/co_training.txt"
 
 # Parallel layouts (issue 13): expert and sequence parallel, capacity against dropless;
 # multi-task MMoE against PyTorch on the same data.
