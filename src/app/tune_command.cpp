@@ -73,9 +73,7 @@ TrialOrder decode(const std::vector<char>& bytes) {
 // think for a while (the window estimate reads the data), and ranks spinning
 // in a blocking MPI_Bcast would take the cores it thinks on.
 void broadcast_politely(void* data, int count, MPI_Datatype type) {
-  MPI_Request request = MPI_REQUEST_NULL;
-  comm::check_mpi(MPI_Ibcast(data, count, type, 0, MPI_COMM_WORLD, &request), "MPI_Ibcast");
-  comm::wait(request);
+  comm::broadcast(data, count, type, 0, MPI_COMM_WORLD);
 }
 
 TrialOrder broadcast(const TrialOrder& order) {
@@ -265,13 +263,18 @@ std::pair<std::vector<nlohmann::json>, int> run_pass(const std::vector<TrialOrde
   set.output_dir = base.output.dir + "/pass-" + trial_model_name(pass[0].number).substr(6);
   // A short last pass leaves ranks without a trial: they wait for the others.
   const int used = static_cast<int>(pass.size()) * layout_ranks(base);
-  MPI_Comm job = MPI_COMM_NULL;
-  comm::check_mpi(MPI_Comm_split(MPI_COMM_WORLD, world_rank() < used ? 0 : MPI_UNDEFINED, world_rank(), &job),
-                  "MPI_Comm_split");
+  int world_size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Comm job = MPI_COMM_WORLD;  // a full pass (making a communicator costs a blocking agreement over all ranks)
+  if (used < world_size) {
+    comm::arrive_together(MPI_COMM_WORLD);
+    comm::check_mpi(MPI_Comm_split(MPI_COMM_WORLD, world_rank() < used ? 0 : MPI_UNDEFINED, world_rank(), &job),
+                    "MPI_Comm_split");
+  }
   runtime::ModelSetResult result;
   if (job != MPI_COMM_NULL) {
     result = runtime::run_model_set_job_with_result(set, job);
-    MPI_Comm_free(&job);
+    if (job != MPI_COMM_WORLD) MPI_Comm_free(&job);
   }
   comm::barrier(MPI_COMM_WORLD);
   if (world_rank() == 0) {
@@ -412,7 +415,7 @@ int run_tune_command(const std::vector<std::string>& args) {
     }
   }
   // A search in which no trial completed found nothing: every rank fails alike.
-  MPI_Bcast(&completed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  comm::broadcast(&completed, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (!completed) {
     throw Error("no trial of the search completed (each was pruned or failed: see " + base.output.dir +
                     "/trials.csv); no best.ini written",

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <climits>
+#include <cstring>
 #include <string>
 
 #include "comm/mpi_channel.hpp"
@@ -89,13 +90,32 @@ void barrier(MPI_Comm comm) {
   wait_for(request, "a barrier", comm, {});
 }
 
+void broadcast(void* data, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  MPI_Request request;
+  check_mpi(MPI_Ibcast(data, count, type, root, comm, &request), "MPI_Ibcast");
+  wait_for(request, "a broadcast", comm, {});
+}
+
 int ranks_on_node(MPI_Comm comm) {
-  MPI_Comm node = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
-  int size = 1;
-  MPI_Comm_size(node, &size);
-  MPI_Comm_free(&node);
-  return size;
+  // From every rank's processor name, gathered politely: a shared-memory
+  // communicator (MPI_Comm_split_type) would cost a blocking context-id
+  // agreement over comm for one number.
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  check_mpi(MPI_Get_processor_name(name, &length), "MPI_Get_processor_name");
+  int ranks = 1;
+  MPI_Comm_size(comm, &ranks);
+  std::vector<char> names(size_t(ranks) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Request request;
+  check_mpi(MPI_Iallgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm,
+                           &request),
+            "MPI_Iallgather");
+  wait_for(request, "an all-gather of processor names", comm, {});
+  int same = 0;
+  for (int r = 0; r < ranks; ++r) {
+    same += std::strncmp(names.data() + size_t(r) * MPI_MAX_PROCESSOR_NAME, name, MPI_MAX_PROCESSOR_NAME) == 0;
+  }
+  return same;
 }
 
 std::vector<char> gather_bytes(const void* send, int bytes, int root, MPI_Comm comm) {

@@ -91,7 +91,7 @@ ModelSetResult run_model_set_job_with_result(const ModelSet& set, MPI_Comm world
       claimed = 0;
     }
   }
-  comm::check_mpi(MPI_Bcast(&claimed, 1, MPI_INT, 0, world), "MPI_Bcast");
+  comm::broadcast(&claimed, 1, MPI_INT, 0, world);
   if (!claimed) return {kExitBadInput, {}};
 
   // Model m runs on the world ranks after those of models 0..m-1.
@@ -119,6 +119,7 @@ ModelSetResult run_model_set_job_with_result(const ModelSet& set, MPI_Comm world
     std::fflush(stdout);
   }
   MPI_Comm job = MPI_COMM_NULL;
+  comm::arrive_together(world);
   comm::check_mpi(MPI_Comm_split(world, mine, rank, &job), "MPI_Comm_split");
   NamedModel model = set.models[mine];
   model.options.model_name = model.name;

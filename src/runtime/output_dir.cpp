@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "comm/collectives.hpp"
 #include "comm/mpi_channel.hpp"
 #include "common/error.hpp"
 
@@ -87,7 +88,7 @@ bool claim_train_output_dir(const RunOptions& options, MPI_Comm world) {
       ok = 0;
     }
   }
-  comm::check_mpi(MPI_Bcast(&ok, 1, MPI_INT, 0, world), "MPI_Bcast");
+  comm::broadcast(&ok, 1, MPI_INT, 0, world);
   return ok != 0;
 }
 

@@ -1,5 +1,6 @@
 #include "runtime/role_layout.hpp"
 
+#include "comm/collectives.hpp"
 #include "comm/mpi_channel.hpp"
 #include "common/error.hpp"
 
@@ -78,6 +79,7 @@ RankContext split_roles(const LayoutOptions& options, MPI_Comm world) {
   context.layout.check_world_size(size);
   context.role = context.layout.role_of(context.world_rank);
   context.index = context.layout.index_of(context.world_rank);
+  comm::arrive_together(world);
   comm::check_mpi(MPI_Comm_split(world, static_cast<int>(context.role), context.world_rank, &context.role_comm),
                   "MPI_Comm_split");
   return context;

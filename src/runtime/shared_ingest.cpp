@@ -20,6 +20,7 @@ store::L2Pool* shared_l2_pool() { return g_pool; }
 
 SharedIngest::SharedIngest(MPI_Comm world, bool is_producer, const SharedIngestOptions& options) {
   MPI_Comm node = MPI_COMM_NULL;
+  comm::arrive_together(world);
   comm::check_mpi(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
   int rank = 0;
   MPI_Comm_rank(world, &rank);
