@@ -89,6 +89,15 @@ TEST(Deck, BudgetsMustFitInMemory) {
   EXPECT_NO_THROW(parse_run_options({"--store.l1_mb=1", "--store.l2_mb=2"}));
 }
 
+TEST(Deck, TuneObjectiveAndCoTraining) {
+  expect_message({"--tune.objective=auc"}, {"tune.objective", "eval_auc", "eval_logloss"});
+  expect_message({"--tune.co_train=0"}, {"tune.co_train", "from 1"});
+  expect_message({"--tune.co_train=65"}, {"tune.co_train"});
+  const RunOptions options = parse_run_options({"--tune.objective=eval_logloss", "--tune.co_train=3"});
+  EXPECT_EQ(options.tune.objective, "eval_logloss");
+  EXPECT_EQ(options.tune.co_train, 3);
+}
+
 TEST(Deck, MissingOrDirectoryDeck) {
   EXPECT_NE(error_of({"--config", "/nonexistent.ini"}).find("does not exist"), std::string::npos);
   EXPECT_NE(error_of({"--config", testing::TempDir()}).find("not a regular file"), std::string::npos);

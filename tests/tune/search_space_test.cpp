@@ -3,6 +3,7 @@
 // the deck key and the accepted forms.
 #include <gtest/gtest.h>
 
+#include "tune/objective.hpp"
 #include "tune/search_space.hpp"
 #include "tune_test_util.hpp"
 
@@ -42,14 +43,43 @@ TEST(TuneSearchSpace, EveryKeyInItsFixedOrder) {
   TuneOptions options;
   options.space_layout = "1/2/1|2/1/1";
   options.space_batch_size = "128:1024:log";
+  options.space_sparse_lr = "0.01:0.2:log";
+  options.space_dense_lr = "0.001|0.01";
   const SearchSpace space = SearchSpace::from_options(options);
   std::vector<std::string> names;
   for (const auto& knob : space.knobs()) names.push_back(knob.name);
   EXPECT_EQ(names, (std::vector<std::string>{"store.l1_mb", "store.l2_mb", "store.prefetch_depth", "store.policy",
-                                             "layout", "train.batch_size"}));
+                                             "layout", "train.batch_size", "optim.sparse_lr", "optim.dense_lr"}));
+  const Knob& sparse_lr = *space.find("optim.sparse_lr");
+  EXPECT_EQ(sparse_lr.type, KnobType::real);
+  EXPECT_TRUE(sparse_lr.log_scale);
+  EXPECT_EQ(sparse_lr.deck_key, "tune.space_sparse_lr");
+  EXPECT_EQ(space.find("optim.dense_lr")->candidates, (std::vector<std::string>{"0.001", "0.01"}));
   EXPECT_EQ(space.find("layout")->candidates, (std::vector<std::string>{"1/2/1", "2/1/1"}));
   EXPECT_EQ(space.find("train.batch_size")->type, KnobType::integer);
   EXPECT_EQ(space.find("nothing"), nullptr);
+}
+
+TEST(TuneSearchSpace, LearningRatesTheEngineRefusesNameTheirKey) {
+  // A learning rate must be > 0: a range reaching 0 fails here, naming the tune key.
+  auto message = [](std::string TuneOptions::*key, const std::string& spec) {
+    return std::string(expect_error([&] { SearchSpace::from_options(only(key, spec)); }).what());
+  };
+  const std::string zero = message(&TuneOptions::space_sparse_lr, "0:0.1");
+  EXPECT_TRUE(contains(zero, "tune.space_sparse_lr") && contains(zero, "optim.sparse_lr") && contains(zero, "> 0"))
+      << zero;
+  const std::string negative = message(&TuneOptions::space_dense_lr, "0.01|-1");
+  EXPECT_TRUE(contains(negative, "tune.space_dense_lr") && contains(negative, "optim.dense_lr = -1")) << negative;
+  const std::string log = message(&TuneOptions::space_dense_lr, "0:0.1:log");
+  EXPECT_TRUE(contains(log, "tune.space_dense_lr") && contains(log, "lo > 0")) << log;
+}
+
+TEST(TuneObjective, NamedObjectivesKnowTheirDirection) {
+  EXPECT_EQ(Objective::named("samples_per_s").direction, Direction::maximize);
+  EXPECT_EQ(Objective::named("eval_auc").direction, Direction::maximize);
+  EXPECT_EQ(Objective::named("eval_logloss").direction, Direction::minimize);
+  EXPECT_TRUE(Objective::named("eval_logloss").better(0.40, 0.45));
+  EXPECT_FALSE(Objective::named("eval_auc").better(0.70, 0.71));
 }
 
 TEST(TuneSearchSpace, LayoutsWithAxesAreCheckedPerTrialNotHere) {
