@@ -729,7 +729,12 @@ std::string deck_help() {
          "  [model.NAME] KEY = VALUE      that model's model.* keys (bare) and optim.*, train.*, layout.*,\n"
          "                                store.* keys (dotted), replacing the shared ones for it\n"
          "  --model.NAME.KEY=VALUE        one model's key on the command line\n"
-         "  --models.only=NAME            train one of the deck's models alone\n";
+         "  --models.only=NAME            train one of the deck's models alone\n"
+         "  [models] shared_ingest = true the models' producers on a node make each sample once (64 MiB,\n"
+         "                                shared_ingest_mb)\n"
+         "  [models] l2_pool_mb = N       the tiered models share N MiB of L2 per node (store.l2_min_mb,\n"
+         "                                store.l2_max_mb bound each model's share)\n"
+         "  [models] share_tables = a,b   these ps models train one set of embedding tables (a's servers)\n";
   return out.str();
 }
 

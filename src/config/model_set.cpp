@@ -63,8 +63,8 @@ std::string model_key(const std::string& key, const std::string& where) {
 
 struct DeckModels {
   std::vector<std::string> names;
-  std::string shared_ingest, shared_ingest_mb, l2_pool_mb;  // as written, with their lines
-  int shared_ingest_line = 0, shared_ingest_mb_line = 0, l2_pool_mb_line = 0;
+  std::string shared_ingest, shared_ingest_mb, l2_pool_mb, share_tables;  // as written, with their lines
+  int shared_ingest_line = 0, shared_ingest_mb_line = 0, l2_pool_mb_line = 0, share_tables_line = 0;
   std::map<std::string, DeckOverlay> sections;  // name -> its keys
 };
 
@@ -114,9 +114,14 @@ DeckModels read_deck_models(const std::string& path) {
         found.l2_pool_mb = value, found.l2_pool_mb_line = number;
         continue;
       }
+      if (key == "share_tables") {
+        found.share_tables = value, found.share_tables_line = number;
+        continue;
+      }
       if (key != "names") {
         throw Error("unknown key 'models." + key + "'" + where,
-                    "[models] has the keys names = a,b,c, shared_ingest = true|false, shared_ingest_mb and l2_pool_mb; each "
+                    "[models] has the keys names = a,b,c, shared_ingest = true|false, shared_ingest_mb, l2_pool_mb and "
+                    "share_tables = a,b; each "
                     "model's keys go in its [model.NAME] section (--models.only=NAME is given on the command line)");
       }
       found.names = split_names(value);
@@ -233,6 +238,86 @@ void check_pool_keys(const ModelSet& set) {
   }
 }
 
+// [models] share_tables: which models train one set of tables, and whether they can.
+void read_share_tables(const DeckModels& deck, const std::string& path, const std::string& arg, ModelSet& set) {
+  const std::string text = arg.empty() ? deck.share_tables : arg;
+  if (text.empty()) return;
+  const std::string where =
+      arg.empty() ? " in deck " + path + ", line " + std::to_string(deck.share_tables_line) : " on the command line";
+  const std::vector<std::string> names = split_names(text);
+  std::string listed;
+  for (const auto& name : deck.names) listed += (listed.empty() ? "" : ", ") + name;
+  if (names.size() < 2) {
+    throw Error("models.share_tables = '" + text + "'" + where + " names fewer than two models",
+                "list the models that train one set of tables, e.g. share_tables = " +
+                    (deck.names.size() >= 2 ? deck.names[0] + ", " + deck.names[1] : std::string("a, b")));
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (std::find(deck.names.begin(), deck.names.end(), names[i]) == deck.names.end()) {
+      throw Error("models.share_tables" + where + " names '" + names[i] + "', which models.names does not list",
+                  "the deck's models: " + listed);
+    }
+    if (std::find(names.begin(), names.begin() + i, names[i]) != names.begin() + i) {
+      throw Error("models.share_tables" + where + " names '" + names[i] + "' twice", "name each model once");
+    }
+  }
+  // --models.only trains one model alone: it has its tables to itself.
+  if (!set.only.empty()) return;
+  const NamedModel* owner = nullptr;
+  for (const std::string& name : names) {
+    const NamedModel& model = *std::find_if(set.models.begin(), set.models.end(),
+                                            [&](const NamedModel& m) { return m.name == name; });
+    const RunOptions& o = model.options;
+    const std::string who = "model '" + name + "' in models.share_tables" + where;
+    if (o.store.mode != "ps") {
+      throw Error(who + " has store.mode = " + o.store.mode +
+                      ": shared tables are served by the first model's servers to every sharing model in step, and "
+                      "a tiered model's L1 and L2 would hold copies of shared rows that the other models change",
+                  "set store.mode = ps for every model in models.share_tables");
+    }
+    if (o.checkpoint.every_steps > 0 || o.checkpoint.every_seconds > 0 || !o.checkpoint.resume.empty()) {
+      throw Error(who + " writes or resumes checkpoints, which shared tables do not have yet (the rows live on the "
+                        "first model's servers only)",
+                  "train models that share tables without checkpoint.every_steps / every_seconds / --resume");
+    }
+    if (owner == nullptr) {
+      owner = &model;
+      continue;
+    }
+    const RunOptions& first = owner->options;
+    // The servers take one request of every sharing trainer per round: the
+    // models must make the same rounds, and the rows have one optimizer and one width.
+    const std::pair<const char*, bool> same[] = {
+        {"layout.trainers", o.layout.trainers == first.layout.trainers},
+        {"train.batch_size", o.train.batch_size == first.train.batch_size},
+        {"train.steps", o.train.steps == first.train.steps},
+        {"train.epochs", o.train.epochs == first.train.epochs},
+        {"train.eval", o.train.eval == first.train.eval},
+        {"train.eval_batch_size", o.train.eval_batch_size == first.train.eval_batch_size},
+        {"model.embedding_dim", o.model.embedding_dim == first.model.embedding_dim},
+        {"model.row_init_scale", o.model.row_init_scale == first.model.row_init_scale},
+        {"optim.sparse", o.optim.sparse == first.optim.sparse},
+        {"optim.sparse_lr", o.optim.sparse_lr == first.optim.sparse_lr},
+        {"optim.adagrad_init", o.optim.adagrad_init == first.optim.adagrad_init},
+        {"optim.eps", o.optim.eps == first.optim.eps},
+        {"optim.beta1", o.optim.beta1 == first.optim.beta1},
+        {"optim.beta2", o.optim.beta2 == first.optim.beta2},
+        {"layout.sp", o.layout.sp == first.layout.sp},
+        {"layout.ep", o.layout.ep == first.layout.ep},
+    };
+    for (const auto& [key, equal] : same) {
+      if (!equal) {
+        throw Error(who + " sets " + key + " unlike '" + owner->name +
+                        "': models that share tables step together through one set of servers and one sparse "
+                        "optimizer",
+                    std::string("give every model in models.share_tables the same ") + key +
+                        " (layout.trainers, train.*, model.embedding_dim and the sparse optimizer's keys)");
+      }
+    }
+  }
+  set.share_tables = names;
+}
+
 }  // namespace
 
 ModelSet parse_model_set(const std::vector<std::string>& raw_args) {
@@ -240,7 +325,7 @@ ModelSet parse_model_set(const std::vector<std::string>& raw_args) {
   // --models.only and --model.NAME.KEY=VALUE are this file's; the rest is parse_run_options's.
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> model_args;  // "--model.NAME.KEY=VALUE"
-  std::string shared_ingest_arg, shared_ingest_mb_arg, l2_pool_arg;
+  std::string shared_ingest_arg, shared_ingest_mb_arg, l2_pool_arg, share_tables_arg;
   for (size_t i = 0; i < raw_args.size(); ++i) {
     const std::string& arg = raw_args[i];
     if (arg == "--models.only" && i + 1 < raw_args.size()) {
@@ -253,6 +338,8 @@ ModelSet parse_model_set(const std::vector<std::string>& raw_args) {
       shared_ingest_mb_arg = arg.substr(26);
     } else if (arg.rfind("--models.l2_pool_mb=", 0) == 0) {
       l2_pool_arg = arg.substr(20);
+    } else if (arg.rfind("--models.share_tables=", 0) == 0) {
+      share_tables_arg = arg.substr(22);
     } else {
       args.push_back(arg);
     }
@@ -287,6 +374,10 @@ ModelSet parse_model_set(const std::vector<std::string>& raw_args) {
     }
     set.models.push_back({"", parse_run_options(args)});
     set.output_dir = set.models.front().options.output.dir;
+    if (!share_tables_arg.empty() || !deck.share_tables.empty()) {
+      throw Error("models.share_tables is set but the deck lists no models",
+                  "shared tables are for co-trained models: list them with [models] names = a,b");
+    }
     if (set.l2_pool_mb > 0) {
       throw Error("models.l2_pool_mb is set but the deck lists no models",
                   "a shared L2 pool is for co-trained models: list them with [models] names = a,b");
@@ -341,6 +432,7 @@ ModelSet parse_model_set(const std::vector<std::string>& raw_args) {
     set.models.push_back({name, std::move(options)});
   }
   check_pool_keys(set);
+  read_share_tables(deck, path, share_tables_arg, set);
   return set;
 }
 

@@ -34,6 +34,11 @@ struct ModelSet {
   // pool of this many MiB (store.l2_mb then unused), moved between them by
   // measured benefit within each model's store.l2_min_mb / l2_max_mb; 0 = off.
   double l2_pool_mb = 0;
+  // [models] share_tables = a, b: these models (ps mode) train one set of
+  // embedding tables, held by the first one's servers; every step the servers
+  // sum the models' row gradients in this order (then each model's trainers in
+  // rank order) and apply one sparse-optimizer step (docs/MULTI_MODEL.md).
+  std::vector<std::string> share_tables;
   bool co_trained() const { return !names.empty(); }
 };
 

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "io/metrics_writer.hpp"
 #include "runtime/output_dir.hpp"
 #include "runtime/shared_ingest.hpp"
+#include "runtime/shared_tables.hpp"
 #include "runtime/train_job.hpp"
 
 namespace strata::runtime {
@@ -145,6 +147,42 @@ ModelSetResult run_model_set_job_with_result(const ModelSet& set, MPI_Comm world
       throw Error("models.l2_pool_mb: " + e.what_failed(), e.how_to_fix());
     }
   }
+  // Shared tables: the owner's servers also serve the other sharing models'
+  // trainers, which send their rows' requests there instead of to their own servers.
+  std::optional<SharedTablesScope> tables;
+  if (!set.share_tables.empty()) {
+    auto index_of = [&](const std::string& name) {
+      size_t m = 0;
+      while (set.models[m].name != name) ++m;
+      return m;
+    };
+    const size_t owner = index_of(set.share_tables.front());
+    const LayoutOptions& owner_layout = set.models[owner].options.layout;
+    const bool sharing =
+        std::find(set.share_tables.begin(), set.share_tables.end(), model.name) != set.share_tables.end();
+    SharedTablesPlan plan;
+    plan.world = world;
+    comm::arrive_together(world);
+    comm::check_mpi(MPI_Comm_split(world, sharing && job_rank < layout.trainers ? 0 : MPI_UNDEFINED, rank,
+                                   &plan.sharing_trainers),
+                    "MPI_Comm_split");
+    if (sharing && static_cast<size_t>(mine) != owner && job_rank < layout.trainers) {
+      plan.borrower = true;
+      for (int s = 0; s < owner_layout.servers; ++s) {
+        plan.owner_servers.push_back(first_ranks[owner] + owner_layout.trainers + owner_layout.producers + s);
+      }
+    }
+    if (static_cast<size_t>(mine) == owner && job_rank >= layout.trainers + layout.producers) {
+      for (size_t k = 1; k < set.share_tables.size(); ++k) {
+        const size_t guest = index_of(set.share_tables[k]);
+        for (int t = 0; t < set.models[guest].options.layout.trainers; ++t) {
+          plan.guest_trainers.push_back(first_ranks[guest] + t);
+          plan.guest_takes_dump.push_back(t == 0);
+        }
+      }
+    }
+    tables.emplace(std::move(plan));
+  }
   TrainJobResult result;
   if (finished_earlier(model)) {
     if (shared_ingest_cache()) shared_ingest_cache()->retire();  // the others must not wait for it
@@ -170,6 +208,11 @@ ModelSetResult run_model_set_job_with_result(const ModelSet& set, MPI_Comm world
     }
   }
   if (ingest) ingest->finish();
+  if (tables) {
+    MPI_Comm sharing_trainers = shared_tables()->sharing_trainers;
+    tables.reset();
+    if (sharing_trainers != MPI_COMM_NULL) MPI_Comm_free(&sharing_trainers);
+  }
   MPI_Comm_free(&job);
 
   // Each model's summary (its job rank 0 holds it) to world rank 0; a model that
@@ -198,6 +241,7 @@ ModelSetResult run_model_set_job_with_result(const ModelSet& set, MPI_Comm world
       samples += one.value("samples", 0.0);
       seconds = std::max(seconds, one.value("train_seconds", 0.0));
     }
+    if (!set.share_tables.empty()) summary["share_tables"] = set.share_tables;
     summary["samples_all_models"] = samples;
     summary["train_seconds_longest"] = seconds;
     std::filesystem::create_directories(set.output_dir);

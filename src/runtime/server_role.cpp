@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "comm/mpi_channel.hpp"
@@ -13,6 +14,7 @@
 #include "model/optimizers.hpp"
 #include "runtime/checkpointing.hpp"
 #include "runtime/preemption.hpp"
+#include "runtime/shared_tables.hpp"
 #include "store/server_protocol.hpp"
 #include "store/server_shard.hpp"
 #include "store/staging_message.hpp"
@@ -28,6 +30,32 @@ struct Request {
   RequestHeader header{};
   std::vector<char> bytes;
 };
+
+// Who sends this server one request per round: its model's trainers and, for a
+// model whose tables others share ([models] share_tables), their trainers after them.
+struct Requester {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;             // in comm
+  bool takes_dump = false;  // its model's trainer 0: the final dump goes to it
+  std::string name;         // for the stall report
+};
+
+std::vector<Requester> requesters_of(const RankContext& context) {
+  const RoleLayout& layout = context.layout;
+  std::vector<Requester> out;
+  for (int t = 0; t < layout.trainers(); ++t) {
+    const int rank = layout.world_rank(Role::kTrainer, t);
+    out.push_back({context.job, rank, t == 0, comm::StallWatchdog::name_rank(rank)});
+  }
+  if (const SharedTablesPlan* tables = shared_tables()) {
+    for (size_t g = 0; g < tables->guest_trainers.size(); ++g) {
+      out.push_back({tables->world, tables->guest_trainers[g], tables->guest_takes_dump[g],
+                     "the trainer at co-training rank " + std::to_string(tables->guest_trainers[g]) +
+                         " (a model sharing this model's tables)"});
+    }
+  }
+  return out;
+}
 
 // Receives this round's request from every trainer. A trainer's later request
 // stays queued in MPI (same source, same tag: non-overtaking) until the next round.
@@ -75,17 +103,16 @@ bool serve_producers(MPI_Comm job, store::ServerShard& shard, std::vector<char>&
   }
 }
 
-void receive_round(MPI_Comm job, const RoleLayout& layout, std::vector<Request>& requests, store::ServerShard& shard) {
+void receive_round(MPI_Comm job, const std::vector<Requester>& from, std::vector<Request>& requests,
+                   store::ServerShard& shard) {
   std::vector<char> producer_buffer, producer_reply;
-  const int trainers = layout.trainers();
+  const int trainers = static_cast<int>(from.size());
   std::vector<bool> received(trainers, false);
   int remaining = trainers;
   comm::WaitingFor waiting([&] {
     std::string missing;
     for (int t = 0; t < trainers; ++t) {
-      if (!received[t]) {
-        missing += (missing.empty() ? "" : ", ") + comm::StallWatchdog::name_rank(layout.world_rank(Role::kTrainer, t));
-      }
+      if (!received[t]) missing += (missing.empty() ? "" : ", ") + from[t].name;
     }
     return "the requests of the round from " + missing;
   });
@@ -96,8 +123,8 @@ void receive_round(MPI_Comm job, const RoleLayout& layout, std::vector<Request>&
       if (received[t]) continue;
       MPI_Message message;
       MPI_Status status;
-      if (!comm::probe_politely(job, layout.world_rank(Role::kTrainer, t), comm::kTagServerRequest,
-                                message, status, /*block=*/false)) {
+      if (!comm::probe_politely(from[t].comm, from[t].rank, comm::kTagServerRequest, message, status,
+                                /*block=*/false)) {
         continue;
       }
       int count = 0;
@@ -200,7 +227,6 @@ void restore_rows(const RankContext& context, const ResumePoint& resume, store::
 }
 
 ServerReport run_server(const RunOptions& options, const RankContext& context, const ResumePoint& resume) {
-  const RoleLayout& layout = context.layout;
   store::ServerShardOptions shard_options;
   shard_options.dim = options.model.embedding_dim;
   shard_options.seed = options.train.seed;
@@ -209,8 +235,10 @@ ServerReport run_server(const RunOptions& options, const RankContext& context, c
   const int dim = shard.dim();
   if (resume.active()) restore_rows(context, resume, shard);
 
-  std::vector<Request> requests(layout.trainers());
-  std::vector<std::vector<char>> replies(layout.trainers());
+  const std::vector<Requester> from = requesters_of(context);
+  const int requesters = static_cast<int>(from.size());
+  std::vector<Request> requests(requesters);
+  std::vector<std::vector<char>> replies(requesters);
   std::vector<MPI_Request> pending;
   std::vector<uint32_t> tables;
   ServerReport report;
@@ -220,7 +248,7 @@ ServerReport run_server(const RunOptions& options, const RankContext& context, c
   bool training = true;
   while (true) {
     comm::StallWatchdog::set_step("request round", report.rounds + 1);
-    receive_round(context.job, layout, requests, shard);
+    receive_round(context.job, from, requests, shard);
     {
       comm::WaitingFor waiting([] { return std::string("the trainers to take its replies"); });
       comm::wait_all_politely(pending);  // reply buffers are reused below
@@ -242,7 +270,7 @@ ServerReport run_server(const RunOptions& options, const RankContext& context, c
     if (op == ServerOp::kStop) break;
 
     if (op == ServerOp::kPullTrain || op == ServerOp::kPullEval) {
-      for (int t = 0; t < layout.trainers(); ++t) {
+      for (int t = 0; t < requesters; ++t) {
         comm::ByteReader reader(requests[t].bytes.data(), requests[t].bytes.size(), "pull request");
         reader.get<RequestHeader>();
         const comm::Span<uint32_t> count_view = reader.view_array<uint32_t>();
@@ -261,11 +289,10 @@ ServerReport run_server(const RunOptions& options, const RankContext& context, c
         } else {
           shard.pull_read_only(tables.data(), keys, num_keys, values);
         }
-        pending.push_back(comm::send_bytes(context.job, layout.world_rank(Role::kTrainer, t),
-                                           comm::kTagServerReply, replies[t]));
+        pending.push_back(comm::send_bytes(from[t].comm, from[t].rank, comm::kTagServerReply, replies[t]));
       }
     } else if (op == ServerOp::kPush) {
-      for (int t = 0; t < layout.trainers(); ++t) {  // rank order: the sums' fixed order
+      for (int t = 0; t < requesters; ++t) {  // rank order (then the sharing models'): the sums' fixed order
         comm::ByteReader reader(requests[t].bytes.data(), requests[t].bytes.size(), "push request");
         reader.get<RequestHeader>();
         const comm::Span<float> grad_view = reader.view_array<float>();
@@ -291,8 +318,9 @@ ServerReport run_server(const RunOptions& options, const RankContext& context, c
       writer.put_vector(ids);
       writer.put_vector(counts);
       writer.put_vector(values);
-      pending.push_back(comm::send_bytes(context.job, layout.world_rank(Role::kTrainer, 0),
-                                         comm::kTagServerReply, replies[0]));
+      for (const Requester& to : from) {  // one buffer for every model's trainer 0
+        if (to.takes_dump) pending.push_back(comm::send_bytes(to.comm, to.rank, comm::kTagServerReply, replies[0]));
+      }
     } else if (op == ServerOp::kCheckpoint) {
       comm::ByteReader reader(requests[0].bytes.data(), requests[0].bytes.size(), "checkpoint request");
       reader.get<RequestHeader>();

@@ -16,6 +16,7 @@
 #include "runtime/batch_channel.hpp"
 #include "runtime/preemption.hpp"
 #include "runtime/producer_role.hpp"
+#include "runtime/shared_tables.hpp"
 #include "store/online_controller.hpp"
 #include "store/l1_device_tier.hpp"
 #include "store/producer_staging.hpp"
@@ -60,6 +61,12 @@ Trainer::Trainer(const RunOptions& options, const RankContext& context, const Re
                                                   shape_.num_tables, store::L1DeviceTier::rows_for_budget(arena_mb, width),
                                                   std::move(sparse),
                                                   /*reports_producer=*/context.index < context.layout.producers());
+  } else if (const SharedTablesPlan* tables = shared_tables(); tables != nullptr && tables->borrower) {
+    // This model trains another model's tables ([models] share_tables): its own
+    // servers have nothing to hold, and its rows come from the owner's servers.
+    store::RemotePsStore(context_.job, servers, context.index, dim, shape_.num_tables).shutdown();
+    store_ = std::make_unique<store::RemotePsStore>(tables->world, tables->owner_servers, context.index, dim,
+                                                    shape_.num_tables);
   } else {
     store_ = std::make_unique<store::RemotePsStore>(context_.job, servers, context.index, dim, shape_.num_tables);
   }
@@ -185,9 +192,13 @@ void Trainer::train_epoch(int64_t planned) {
     // A non-finite loss on any trainer stops every trainer before the poisoned
     // parameters reach a checkpoint.
     int flags[4] = {have, checkpoint_due() ? 0 : 1, preemption_requested() ? 0 : 1, non_finite_step_ < 0 ? 1 : 0};
-    if (trainers_ > 1) {
+    // Models that share tables decide together: their servers take a round of all of them.
+    const SharedTablesPlan* tables = shared_tables();
+    const MPI_Comm deciders =
+        tables != nullptr && tables->sharing_trainers != MPI_COMM_NULL ? tables->sharing_trainers : comm_;
+    if (trainers_ > 1 || deciders != comm_) {
       comm::WaitingFor waiting([] { return std::string("the other trainers to agree on taking the step"); });
-      comm::allreduce(flags, 4, MPI_INT, MPI_MIN, comm_);
+      comm::allreduce(flags, 4, MPI_INT, MPI_MIN, deciders);
     }
     if (flags[3] == 0) stop_on_non_finite_loss();
     const bool all = flags[0] != 0, stop = flags[2] == 0;

@@ -471,5 +471,119 @@ def case_tune_co_train(r):
         print(f"{name}: refused, message ok")
 
 
+# [models] share_tables: two models train one set of embedding tables.
+SHARE_DECK = """
+[models]
+names = twin_a, twin_b
+share_tables = twin_a, twin_b
+
+[layout]
+producers = 1
+trainers = 1
+servers = 1
+
+[data]
+source = synthetic
+synthetic_train_samples = 65536
+synthetic_eval_samples = 4096
+num_tables = 6
+vocab_sizes = 5000
+zipf_exponent = 1.05
+
+[model]
+embedding_dim = 8
+bottom_mlp = 32,8
+top_mlp = 32
+
+[optim]
+sparse = sgd
+sparse_lr = 0.05
+
+[train]
+batch_size = 128
+steps = 60
+
+[store]
+mode = ps
+
+[model.twin_a]
+kind = dlrm
+
+[model.twin_b]
+kind = dlrm
+"""
+
+
+def case_share_tables(r):
+    """Two identical models sharing their tables see the same batches and send the
+    same row gradients; the servers sum them (exactly 2g) and take one SGD step, so
+    each twin ends bit-identical to the model alone with twice the sparse learning
+    rate, and not to the model alone with its own. Two different models sharing
+    tables on 2 trainers each end the same on every run (the sums' fixed order);
+    the borrower's servers hold nothing. Bad settings are refused naming the key."""
+    deck = write_deck(r, "twins.ini", SHARE_DECK)
+    train(r, 6, deck, "twins")
+    _, twins = summaries(r, "twins")
+    train(r, 3, deck, "alone_2lr", "--models.only=twin_a", "--optim.sparse_lr=0.1")
+    _, doubled = summaries(r, "alone_2lr")
+    train(r, 3, deck, "alone_lr", "--models.only=twin_a")
+    _, own = summaries(r, "alone_lr")
+    for name in ("twin_a", "twin_b"):
+        assert twins[name]["params_digest"] == doubled["twin_a"]["params_digest"], (name, twins[name]["params_digest"])
+        assert twins[name]["eval_auc"] == doubled["twin_a"]["eval_auc"]
+    assert twins["twin_a"]["params_digest"] != own["twin_a"]["params_digest"], "the twins did not share their rows"
+    print("twins sharing tables == one model with twice the sparse lr, bit for bit")
+
+    different = SHARE_DECK.replace("names = twin_a, twin_b", "names = ctr_a, ctr_b").replace(
+        "share_tables = twin_a, twin_b", "share_tables = ctr_a, ctr_b").replace(
+        "sparse = sgd", "sparse = adagrad").replace("trainers = 1", "trainers = 2").replace(
+        "[model.twin_a]\nkind = dlrm", "[model.ctr_a]\nkind = dlrm").replace(
+        "[model.twin_b]\nkind = dlrm", "[model.ctr_b]\nkind = dlrm\ntop_mlp = 64,16\noptim.dense_lr = 0.003")
+    deck = write_deck(r, "different.ini", different)
+    digests = []
+    for run in ("first", "second"):
+        train(r, 8, deck, run)
+        job, models = summaries(r, run)
+        assert job["share_tables"] == ["ctr_a", "ctr_b"], job
+        digests.append({name: models[name]["params_digest"] for name in models})
+        assert models["ctr_b"]["memory"]["server_bytes_per_row"] == 0, models["ctr_b"]["memory"]
+        assert models["ctr_a"]["memory"]["server_bytes_per_row"] > 0, models["ctr_a"]["memory"]
+    assert digests[0] == digests[1], digests
+    train(r, 4, deck, "ctr_a_alone", "--models.only=ctr_a")
+    _, alone = summaries(r, "ctr_a_alone")
+    assert alone["ctr_a"]["params_digest"] != digests[0]["ctr_a"], "ctr_b's gradients did not reach the shared rows"
+    print("two different models sharing tables: the same digests on every run")
+
+    # A preemption stops every sharing model after the same step (they decide
+    # each step together), with the preemption's exit code, not a protocol error.
+    deck = write_deck(r, "twins.ini", SHARE_DECK)
+    job = launch(r, 6, deck, "preempted", "--train.steps=100000", "--data.synthetic_train_samples=10000000",
+                 "--output.metrics_every=10", popen=True)
+    deadline = time.time() + 120
+    metrics = [os.path.join(r.workdir, "preempted", name, "metrics.jsonl") for name in ("twin_a", "twin_b")]
+    while time.time() < deadline and not all(os.path.exists(m) and os.path.getsize(m) > 0 for m in metrics):
+        assert job.poll() is None, "the job ended before it was signalled:\n" + job.stdout.read()
+        time.sleep(0.05)
+    os.killpg(job.pid, signal.SIGUSR1)
+    out, _ = job.communicate(timeout=300)
+    assert job.returncode == PREEMPTED, f"exit {job.returncode}, expected {PREEMPTED}:\n{out[-3000:]}"
+    stops = sorted(line.split("stopping after step ")[1].split()[0] for line in out.splitlines()
+                   if "stopping after step" in line)
+    assert len(stops) == 2 and stops[0] == stops[1], (stops, out[-3000:])
+    print(f"preempted: both models stopped after step {stops[0]}")
+    expect_refused(r, "share_tiered", 6, deck, "--store.mode=tiered",
+                   contains=["model 'twin_a'", "models.share_tables", "store.mode = tiered", "store.mode = ps"])
+    expect_refused(r, "share_trainers", 7, deck, "--model.twin_b.layout.trainers=2",
+                   contains=["model 'twin_b'", "layout.trainers", "unlike 'twin_a'"])
+    expect_refused(r, "share_lr", 6, deck, "--model.twin_b.optim.sparse_lr=0.2",
+                   contains=["optim.sparse_lr", "one sparse optimizer"])
+    expect_refused(r, "share_checkpoints", 6, deck, "--checkpoint.dir=" + os.path.join(r.workdir, "ck"),
+                   "--checkpoint.every_steps=20", contains=["checkpoint", "share tables"])
+    expect_refused(r, "share_unknown", 6, deck, "--models.share_tables=twin_a,nope",
+                   contains=["'nope'", "twin_a, twin_b"])
+    expect_refused(r, "share_one", 6, deck, "--models.share_tables=twin_a",
+                   contains=["fewer than two models"])
+
+
 if __name__ == "__main__":
     run_case_from_command_line({name[5:]: fn for name, fn in globals().items() if name.startswith("case_")})
