@@ -112,4 +112,22 @@ TEST(ModelSet, MistakesNameKeyLineOrModel) {
 }
 
 }  // namespace
+TEST(ModelSet, ShareTablesNamesTheModelsThatTrainOneSetOfTables) {
+  const std::string deck = write_deck("share.ini", std::string(kDeck) + "[store]\nmode = ps\n");
+  // kDeck's models differ in optim.sparse_lr and layout.trainers: refused, naming the first difference.
+  const std::string unequal = error_of({"--config", deck, "--models.share_tables=a,b"});
+  EXPECT_NE(unequal.find("model 'b' in models.share_tables on the command line sets layout.trainers unlike 'a'"),
+            std::string::npos) << unequal;
+  const ModelSet set = parse_model_set({"--config", deck, "--models.share_tables=b, a", "--model.a.optim.sparse_lr=0.05",
+                                        "--model.b.layout.trainers=1"});
+  EXPECT_EQ(set.share_tables, (std::vector<std::string>{"b", "a"}));  // b's servers hold them; b's gradients add first
+  // One model alone has its tables to itself.
+  EXPECT_TRUE(parse_model_set({"--config", deck, "--models.share_tables=a,b", "--models.only=a"}).share_tables.empty());
+  EXPECT_NE(error_of({"--config", deck, "--models.share_tables=a,a"}).find("'a' twice"), std::string::npos);
+  EXPECT_NE(error_of({"--config", deck, "--models.share_tables=a,c"}).find("'c', which models.names does not list"),
+            std::string::npos);
+  const std::string tiered = error_of({"--config", write_deck("share_tiered.ini", kDeck), "--models.share_tables=a,b"});
+  EXPECT_NE(tiered.find("store.mode = tiered"), std::string::npos) << tiered;
+}
+
 }  // namespace strata
