@@ -275,11 +275,6 @@ void read_share_tables(const DeckModels& deck, const std::string& path, const st
                       "a tiered model's L1 and L2 would hold copies of shared rows that the other models change",
                   "set store.mode = ps for every model in models.share_tables");
     }
-    if (o.checkpoint.every_steps > 0 || o.checkpoint.every_seconds > 0 || !o.checkpoint.resume.empty()) {
-      throw Error(who + " writes or resumes checkpoints, which shared tables do not have yet (the rows live on the "
-                        "first model's servers only)",
-                  "train models that share tables without checkpoint.every_steps / every_seconds / --resume");
-    }
     if (owner == nullptr) {
       owner = &model;
       continue;

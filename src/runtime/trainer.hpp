@@ -42,6 +42,7 @@ class Trainer {
   // trainer_role.cpp: the loop.
   bool receive_batch(data::Batch& batch);
   [[noreturn]] void stop_on_non_finite_loss();
+  void check_sharing_models_resume_together();
   void stage_attachment(const std::vector<char>& message, double batch_wait_s);
   void train_epoch(int64_t planned);
   void train_step(const data::Batch& batch);

@@ -17,6 +17,7 @@
 #include "runtime/preemption.hpp"
 #include "runtime/producer_role.hpp"
 #include "runtime/shared_tables.hpp"
+#include "store/borrowed_tables_store.hpp"
 #include "store/online_controller.hpp"
 #include "store/l1_device_tier.hpp"
 #include "store/producer_staging.hpp"
@@ -62,11 +63,12 @@ Trainer::Trainer(const RunOptions& options, const RankContext& context, const Re
                                                   std::move(sparse),
                                                   /*reports_producer=*/context.index < context.layout.producers());
   } else if (const SharedTablesPlan* tables = shared_tables(); tables != nullptr && tables->borrower) {
-    // This model trains another model's tables ([models] share_tables): its own
-    // servers have nothing to hold, and its rows come from the owner's servers.
-    store::RemotePsStore(context_.job, servers, context.index, dim, shape_.num_tables).shutdown();
-    store_ = std::make_unique<store::RemotePsStore>(tables->world, tables->owner_servers, context.index, dim,
-                                                    shape_.num_tables);
+    // This model trains another model's tables ([models] share_tables): its rows
+    // come from the owner's servers; its own servers only join its checkpoints.
+    store_ = std::make_unique<store::BorrowedTablesStore>(
+        std::make_unique<store::RemotePsStore>(tables->world, tables->owner_servers, context.index, dim,
+                                               shape_.num_tables),
+        std::make_unique<store::RemotePsStore>(context_.job, servers, context.index, dim, shape_.num_tables));
   } else {
     store_ = std::make_unique<store::RemotePsStore>(context_.job, servers, context.index, dim, shape_.num_tables);
   }
@@ -101,6 +103,7 @@ TrainerReport Trainer::run() {
     comm::WaitingFor waiting([] { return std::string("the other trainers to start"); });
     comm::wait(barrier);
   }
+  check_sharing_models_resume_together();
   const auto start = Clock::now();
   const CpuTimes cpu_start = process_cpu_times();
   run_start_ = start;
@@ -227,6 +230,23 @@ void Trainer::train_epoch(int64_t planned) {
     if (report_.steps % options_.output.metrics_every == 0 || report_.steps % options_.output.progress_every == 0) {
       flush_window(planned, /*last=*/false);
     }
+  }
+}
+
+// Models that share tables make their server rounds together, so they must
+// continue from the same step: a resume that found their latest complete
+// checkpoints at different steps (one model's write was cut short) stops here.
+void Trainer::check_sharing_models_resume_together() {
+  const SharedTablesPlan* tables = shared_tables();
+  if (tables == nullptr || tables->sharing_trainers == MPI_COMM_NULL) return;
+  int64_t steps[2] = {report_.steps, -report_.steps};
+  comm::allreduce(steps, 2, MPI_INT64_T, MPI_MIN, tables->sharing_trainers);
+  if (steps[0] != -steps[1]) {
+    throw InputError("the models of models.share_tables resume from checkpoints of different steps (" +
+                         std::to_string(steps[0]) + " and " + std::to_string(-steps[1]) +
+                         "): their servers take every sharing model's requests in step",
+                     "resume each of them from the same step: --resume=DIR picks each model's latest complete "
+                     "checkpoint in DIR/NAME; remove the newer ones of the models that are ahead");
   }
 }
 

@@ -554,13 +554,31 @@ def case_share_tables(r):
     assert alone["ctr_a"]["params_digest"] != digests[0]["ctr_a"], "ctr_b's gradients did not reach the shared rows"
     print("two different models sharing tables: the same digests on every run")
 
+    # Checkpoints: the owner's files hold the shared rows, the borrower's its own
+    # state; a resume continues both to the numbers of the run in one go.
+    ckpt = os.path.join(r.workdir, "ckpt")
+    train(r, 8, deck, "to_40", "--train.steps=40", "--checkpoint.dir=" + ckpt, "--checkpoint.every_steps=20")
+    train(r, 8, deck, "from_40", "--checkpoint.dir=" + ckpt, "--resume=latest")
+    _, resumed = summaries(r, "from_40")
+    for name in ("ctr_a", "ctr_b"):
+        assert resumed[name]["checkpoints"]["resumed_from_step"] == 40, resumed[name]["checkpoints"]
+        assert resumed[name]["params_digest"] == digests[0][name], (name, "resumed at 40 differs from the whole run")
+    # Their latest checkpoints at different steps cannot continue together.
+    os.remove(os.path.join(ckpt, "ctr_b", "ckpt-0000000040.h5"))
+    expect_refused(r, "share_resume_apart", 8, deck, "--checkpoint.dir=" + ckpt, "--resume=latest",
+                   contains=["resume from checkpoints of different steps (20 and 40)"])
+    print("shared tables resume exactly from their checkpoints; checkpoints of different steps are refused")
+
     # A preemption stops every sharing model after the same step (they decide
-    # each step together), with the preemption's exit code, not a protocol error.
-    deck = write_deck(r, "twins.ini", SHARE_DECK)
-    job = launch(r, 6, deck, "preempted", "--train.steps=100000", "--data.synthetic_train_samples=10000000",
-                 "--output.metrics_every=10", popen=True)
+    # each step together) and checkpoints both; the requeued job ends as one run would.
+    slow = ["--links.network_gbps=1", "--links.network_latency_us=20000", "--train.steps=120",
+            "--output.metrics_every=10"]
+    train(r, 8, deck, "slow_whole", *slow)
+    _, slow_whole = summaries(r, "slow_whole")
+    pckpt = os.path.join(r.workdir, "pckpt")
+    job = launch(r, 8, deck, "preempted", *slow, "--checkpoint.dir=" + pckpt, popen=True)
     deadline = time.time() + 120
-    metrics = [os.path.join(r.workdir, "preempted", name, "metrics.jsonl") for name in ("twin_a", "twin_b")]
+    metrics = [os.path.join(r.workdir, "preempted", name, "metrics.jsonl") for name in ("ctr_a", "ctr_b")]
     while time.time() < deadline and not all(os.path.exists(m) and os.path.getsize(m) > 0 for m in metrics):
         assert job.poll() is None, "the job ended before it was signalled:\n" + job.stdout.read()
         time.sleep(0.05)
@@ -570,15 +588,18 @@ def case_share_tables(r):
     stops = sorted(line.split("stopping after step ")[1].split()[0] for line in out.splitlines()
                    if "stopping after step" in line)
     assert len(stops) == 2 and stops[0] == stops[1], (stops, out[-3000:])
-    print(f"preempted: both models stopped after step {stops[0]}")
+    train(r, 8, deck, "preempted", *slow, "--checkpoint.dir=" + pckpt, "--resume=latest")
+    _, continued = summaries(r, "preempted")
+    for name in ("ctr_a", "ctr_b"):
+        assert continued[name]["params_digest"] == slow_whole[name]["params_digest"], (name, "preempted + resumed")
+    print(f"preempted: both models stopped after step {stops[0]}, checkpointed, and resumed exactly")
+    deck = write_deck(r, "twins.ini", SHARE_DECK)
     expect_refused(r, "share_tiered", 6, deck, "--store.mode=tiered",
                    contains=["model 'twin_a'", "models.share_tables", "store.mode = tiered", "store.mode = ps"])
     expect_refused(r, "share_trainers", 7, deck, "--model.twin_b.layout.trainers=2",
                    contains=["model 'twin_b'", "layout.trainers", "unlike 'twin_a'"])
     expect_refused(r, "share_lr", 6, deck, "--model.twin_b.optim.sparse_lr=0.2",
                    contains=["optim.sparse_lr", "one sparse optimizer"])
-    expect_refused(r, "share_checkpoints", 6, deck, "--checkpoint.dir=" + os.path.join(r.workdir, "ck"),
-                   "--checkpoint.every_steps=20", contains=["checkpoint", "share tables"])
     expect_refused(r, "share_unknown", 6, deck, "--models.share_tables=twin_a,nope",
                    contains=["'nope'", "twin_a, twin_b"])
     expect_refused(r, "share_one", 6, deck, "--models.share_tables=twin_a",
