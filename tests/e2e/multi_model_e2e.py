@@ -351,9 +351,8 @@ def case_bad_decks(r):
     expect_refused(r, "used", ALL_RANKS, deck, contains=["already holds the outputs", "--output.overwrite"])
 
 
-# strata tune --tune.co_train: trials co-trained three at a time over one pass of
-# the producers, on the tiny DLRM of one producer, trainer and server each.
-TUNE_DECK = """
+# A tiny DLRM on one producer, trainer and server each, over a synthetic click log.
+ONE_OF_EACH = """
 [layout]
 producers = 1
 trainers = 1
@@ -371,7 +370,10 @@ zipf_exponent = 1.05
 embedding_dim = 8
 bottom_mlp = 32,8
 top_mlp = 32
+"""
 
+# strata tune --tune.co_train: trials co-trained three at a time over one pass of the producers.
+TUNE_DECK = ONE_OF_EACH + """
 [train]
 batch_size = 128
 
@@ -476,25 +478,7 @@ SHARE_DECK = """
 [models]
 names = twin_a, twin_b
 share_tables = twin_a, twin_b
-
-[layout]
-producers = 1
-trainers = 1
-servers = 1
-
-[data]
-source = synthetic
-synthetic_train_samples = 65536
-synthetic_eval_samples = 4096
-num_tables = 6
-vocab_sizes = 5000
-zipf_exponent = 1.05
-
-[model]
-embedding_dim = 8
-bottom_mlp = 32,8
-top_mlp = 32
-
+""" + ONE_OF_EACH + """
 [optim]
 sparse = sgd
 sparse_lr = 0.05
