@@ -18,11 +18,14 @@
 #include "comm/mpi_channel.hpp"
 #include "comm/wire.hpp"
 #include "common/error.hpp"
+#include "common/exit_codes.hpp"
+#include "common/stall_error.hpp"
 #include "config/deck.hpp"
 #include "model/optimizers.hpp"
 #include "config/model_set.hpp"
 #include "runtime/model_set_job.hpp"
 #include "runtime/output_dir.hpp"
+#include "runtime/preemption.hpp"
 #include "runtime/role_layout.hpp"
 #include "runtime/train_job.hpp"
 #include "runtime/window_estimate.hpp"
@@ -248,6 +251,25 @@ std::string trial_model_name(int64_t number) {
 // Runs one pass of trials: alone (one order), or side by side as the co-trained
 // models of one job, sharing its producers' pass over the data. Returns, on rank
 // 0, each trial's summary (null when its run ended without one) and the exit code.
+std::pair<std::vector<nlohmann::json>, int> run_pass(const std::vector<TrialOrder>& pass, const RunOptions& base);
+
+// A trial that throws (a non-finite loss, a bad file) ends the search as it
+// would end strata train: every rank of the job hears of it and exits with its
+// code, instead of the other ranks waiting for ranks that left (trials.csv and
+// an Optuna study keep the trials before it).
+std::pair<std::vector<nlohmann::json>, int> run_pass_or_exit(const std::vector<TrialOrder>& pass,
+                                                             const RunOptions& base) {
+  try {
+    return run_pass(pass, base);
+  } catch (const StallError&) {
+    throw;  // reported by the stall path
+  } catch (const InputError& e) {
+    runtime::exit_failed(kExitBadInput, e.what(), world_rank());
+  } catch (const Error& e) {
+    runtime::exit_failed(kExitFailed, e.what(), world_rank());
+  }
+}
+
 std::pair<std::vector<nlohmann::json>, int> run_pass(const std::vector<TrialOrder>& pass, const RunOptions& base) {
   std::vector<nlohmann::json> summaries(pass.size());
   if (base.tune.co_train == 1) {
@@ -287,11 +309,14 @@ std::pair<std::vector<nlohmann::json>, int> run_pass(const std::vector<TrialOrde
 }
 
 // What a trial's run gives the search: its objective, or why it failed.
+// A co-trained trial is judged by its own summary, whatever became of the others of its pass.
 TrialOutcome outcome_of(const nlohmann::json& summary, int exit_code, const std::string& objective) {
-  if (exit_code != 0) {
-    return TrialOutcome::failed("the run exited with code " + std::to_string(exit_code) + " (its error is in the log)");
+  if (!summary.is_object()) {
+    return TrialOutcome::failed(exit_code != 0 ? "the run exited with code " + std::to_string(exit_code) +
+                                                     " (its error is in the log)"
+                                               : std::string("the run wrote no summary"));
   }
-  if (!summary.is_object()) return TrialOutcome::failed("the run wrote no summary");
+  if (summary.value("preempted", false)) return TrialOutcome::failed("the run was preempted before its last step");
   if (objective == "samples_per_s") {
     const double value = summary.value("measured_samples_per_s", 0.0);
     return value > 0 ? TrialOutcome::completed(value) : TrialOutcome::failed("no samples were measured");
@@ -389,7 +414,7 @@ int run_tune_command(const std::vector<std::string>& args) {
     pass = broadcast(pass);
     if (pass.empty()) break;
     const auto start = std::chrono::steady_clock::now();
-    const auto [summaries, exit_code] = run_pass(pass, base);
+    const auto [summaries, exit_code] = run_pass_or_exit(pass, base);
     if (!root) continue;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (size_t t = 0; t < pass.size(); ++t) report(trials[t], outcome_of(summaries[t], exit_code, objective.name), seconds);

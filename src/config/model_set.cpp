@@ -284,6 +284,7 @@ void read_share_tables(const DeckModels& deck, const std::string& path, const st
     // models must make the same rounds, and the rows have one optimizer and one width.
     const std::pair<const char*, bool> same[] = {
         {"layout.trainers", o.layout.trainers == first.layout.trainers},
+        {"layout.producers", o.layout.producers == first.layout.producers},  // they split the held-out data
         {"train.batch_size", o.train.batch_size == first.train.batch_size},
         {"train.steps", o.train.steps == first.train.steps},
         {"train.epochs", o.train.epochs == first.train.epochs},
@@ -306,7 +307,7 @@ void read_share_tables(const DeckModels& deck, const std::string& path, const st
                         "': models that share tables step together through one set of servers and one sparse "
                         "optimizer",
                     std::string("give every model in models.share_tables the same ") + key +
-                        " (layout.trainers, train.*, model.embedding_dim and the sparse optimizer's keys)");
+                        " (layout.trainers and producers, train.*, model.embedding_dim and the sparse optimizer's keys)");
       }
     }
   }

@@ -17,6 +17,7 @@
 #include "common/exit_codes.hpp"
 #include "io/metrics_writer.hpp"
 #include "runtime/output_dir.hpp"
+#include "runtime/preemption.hpp"
 #include "runtime/shared_ingest.hpp"
 #include "runtime/shared_tables.hpp"
 #include "runtime/train_job.hpp"
@@ -36,7 +37,7 @@ nlohmann::json model_entry(const NamedModel& model, const nlohmann::json& summar
                           {"summary", model.name + "/summary.json"}};
   for (const char* key : {"params_digest", "steps", "samples", "samples_per_s", "train_seconds", "train_logloss",
                           "eval_auc", "eval_logloss", "eval_samples", "eval_hr_at_10", "eval_ndcg_at_10",
-                          "cpu_us_per_sample", "levels", "bytes_per_sample"}) {
+                          "cpu_us_per_sample", "levels", "bytes_per_sample", "preempted"}) {
     if (summary.contains(key)) entry[key] = summary[key];
   }
   return entry;
@@ -172,6 +173,7 @@ ModelSetResult run_model_set_job_with_result(const ModelSet& set, MPI_Comm world
         plan.owner_servers.push_back(first_ranks[owner] + owner_layout.trainers + owner_layout.producers + s);
       }
     }
+    plan.idle_server = sharing && static_cast<size_t>(mine) != owner && job_rank >= layout.trainers + layout.producers;
     if (static_cast<size_t>(mine) == owner && job_rank >= layout.trainers + layout.producers) {
       for (size_t k = 1; k < set.share_tables.size(); ++k) {
         const size_t guest = index_of(set.share_tables[k]);
@@ -199,6 +201,15 @@ ModelSetResult run_model_set_job_with_result(const ModelSet& set, MPI_Comm world
     // An error names its model (the ranks of each model's job are numbered from 0).
     try {
       result = run_train_job_with_result(model.options, job);
+      // A model that could not start (its error is printed) leaves the models
+      // sharing its tables waiting for its requests: the job ends here.
+      if (tables && result.exit_code != kExitOk && result.exit_code != kExitPreempted && result.summary.is_null() &&
+          std::find(set.share_tables.begin(), set.share_tables.end(), model.name) != set.share_tables.end()) {
+        exit_failed(result.exit_code,
+                    "model '" + model.name + "' could not start (its error is above), and the models of "
+                    "models.share_tables cannot train without it",
+                    rank);
+      }
     } catch (const StallError&) {
       throw;  // already reported by the stall path
     } catch (const InputError& e) {

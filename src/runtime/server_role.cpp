@@ -244,6 +244,7 @@ ServerReport run_server(const RunOptions& options, const RankContext& context, c
   ServerReport report;
 
   start_stall_watchdog(options, context);
+  if (const SharedTablesPlan* tables = shared_tables(); tables != nullptr && tables->idle_server) stop_stall_watchdog();
   const CpuTimes cpu_start = process_cpu_times();
   bool training = true;
   while (true) {

@@ -29,6 +29,10 @@ struct SharedTablesPlan {
   // step together (take it, stop for a preemption or a non-finite loss), so
   // that the servers' rounds stay in step.
   MPI_Comm sharing_trainers = MPI_COMM_NULL;
+  // A server of a borrowing model: it holds no rows and hears from its
+  // trainers only at checkpoints and at the end, so no stall watchdog watches
+  // its waits (the trainers' watchdogs and the job-failure notice still end it).
+  bool idle_server = false;
 };
 
 // This process's plan while a co-training job with shared tables runs, else null.

@@ -8,6 +8,7 @@ usage: multi_model_e2e.py CASE --strata BIN --mpiexec MPIEXEC --workdir DIR
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -551,7 +552,14 @@ def case_share_tables(r):
     os.remove(os.path.join(ckpt, "ctr_b", "ckpt-0000000040.h5"))
     expect_refused(r, "share_resume_apart", 8, deck, "--checkpoint.dir=" + ckpt, "--resume=latest",
                    contains=["resume from checkpoints of different steps (20 and 40)"])
-    print("shared tables resume exactly from their checkpoints; checkpoints of different steps are refused")
+    # A sharing model that cannot start (no checkpoint of its own to resume)
+    # ends the job at once instead of leaving the other waiting for its requests.
+    shutil.rmtree(os.path.join(ckpt, "ctr_b"))
+    proc = launch(r, 8, deck, "share_missing", "--checkpoint.dir=" + ckpt, "--resume=latest")
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == BAD_INPUT, (proc.returncode, text[-3000:])
+    assert "no complete checkpoint" in text and "model 'ctr_b' could not start" in text, text[-3000:]
+    print("shared tables resume exactly from their checkpoints; checkpoints of different steps, or missing, are refused")
 
     # A preemption stops every sharing model after the same step (they decide
     # each step together) and checkpoints both; the requeued job ends as one run would.
@@ -582,6 +590,8 @@ def case_share_tables(r):
                    contains=["model 'twin_a'", "models.share_tables", "store.mode = tiered", "store.mode = ps"])
     expect_refused(r, "share_trainers", 7, deck, "--model.twin_b.layout.trainers=2",
                    contains=["model 'twin_b'", "layout.trainers", "unlike 'twin_a'"])
+    expect_refused(r, "share_producers", 7, deck, "--model.twin_b.layout.producers=2",
+                   "--model.twin_b.layout.trainers=1", contains=["layout.producers", "unlike 'twin_a'"])
     expect_refused(r, "share_lr", 6, deck, "--model.twin_b.optim.sparse_lr=0.2",
                    contains=["optim.sparse_lr", "one sparse optimizer"])
     expect_refused(r, "share_unknown", 6, deck, "--models.share_tables=twin_a,nope",
