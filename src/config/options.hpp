@@ -209,6 +209,7 @@ struct RunOptions {
   // Not a deck key: the model's name when its deck co-trains several (config/model_set.hpp).
   std::string model_name;
   double l2_pool_mb = 0;  // a co-trained model in a shared L2 pool: the pool per node (set by the job, not a deck key)
+  bool tables_borrowed = false;  // its tables are another co-trained model's ([models] share_tables; set by the job)
   LayoutOptions layout;
   DataOptions data;
   ModelOptions model;

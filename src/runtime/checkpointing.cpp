@@ -155,10 +155,22 @@ std::string resume_candidates(const RunOptions& options) {
 // in a key that changes the numbers is not damage: strata::Error, final.
 std::string check_candidate(const RunOptions& options, const io::ExpectedShape& expected, const std::string& path) {
   io::CheckpointHeader header;
+  int64_t rows = 0;
   try {
-    header = io::CheckpointReader(MPI_COMM_SELF, path).header();
+    io::CheckpointReader reader(MPI_COMM_SELF, path);
+    header = reader.header();
+    rows = reader.num_rows();
   } catch (const Error& e) {
     return e.what_failed();
+  }
+  // Trained steps and no rows: a model that trained another model's tables
+  // wrote it ([models] share_tables); alone it would resume with fresh tables.
+  if (header.step > 0 && rows == 0 && !options.tables_borrowed) {
+    throw Error("checkpoint '" + path + "' holds no embedding rows after " + std::to_string(header.step) +
+                    " steps: it was written by a model that trained another model's tables (models.share_tables), "
+                    "whose checkpoints hold them",
+                "resume it in the co-training job with the model that holds its tables, not alone "
+                "(--models.only) or in a deck without models.share_tables");
   }
   const std::string run_ini = to_ini(options), defaults_ini = to_ini(RunOptions{});
   const std::string fix = "resume with the checkpoint's values of these keys ('strata ckpt config " + path +

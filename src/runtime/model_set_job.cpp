@@ -183,6 +183,7 @@ ModelSetResult run_model_set_job_with_result(const ModelSet& set, MPI_Comm world
         }
       }
     }
+    model.options.tables_borrowed = sharing && static_cast<size_t>(mine) != owner;
     tables.emplace(std::move(plan));
   }
   TrainJobResult result;

@@ -548,6 +548,9 @@ def case_share_tables(r):
     for name in ("ctr_a", "ctr_b"):
         assert resumed[name]["checkpoints"]["resumed_from_step"] == 40, resumed[name]["checkpoints"]
         assert resumed[name]["params_digest"] == digests[0][name], (name, "resumed at 40 differs from the whole run")
+    # The borrower's files hold no rows: alone it would resume with fresh tables.
+    expect_refused(r, "share_resume_alone", 4, deck, "--models.only=ctr_b", "--checkpoint.dir=" + ckpt,
+                   "--resume=latest", contains=["holds no embedding rows after 40 steps", "models.share_tables"])
     # Their latest checkpoints at different steps cannot continue together.
     os.remove(os.path.join(ckpt, "ctr_b", "ckpt-0000000040.h5"))
     expect_refused(r, "share_resume_apart", 8, deck, "--checkpoint.dir=" + ckpt, "--resume=latest",
