@@ -18,6 +18,7 @@
 #include "comm/mpi_channel.hpp"
 #include "comm/wire.hpp"
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "common/exit_codes.hpp"
 #include "common/stall_error.hpp"
 #include "config/deck.hpp"
@@ -415,6 +416,7 @@ int run_tune_command(const std::vector<std::string>& args) {
     if (pass.empty()) break;
     const auto start = std::chrono::steady_clock::now();
     const auto [summaries, exit_code] = run_pass_or_exit(pass, base);
+    init_logging(world_rank(), "tune", base.output.log_level);  // the trial named this rank's lines
     if (!root) continue;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (size_t t = 0; t < pass.size(); ++t) report(trials[t], outcome_of(summaries[t], exit_code, objective.name), seconds);
