@@ -216,6 +216,16 @@ int dispatch(const std::vector<std::string>& words) {
       return kExitUsage;
     }
     if (command == "deck") {
+      if (world_rank() == 0 && set.co_trained()) {
+        auto joined = [](const std::vector<std::string>& names) {
+          std::string text;
+          for (const auto& name : names) text += (text.empty() ? "" : ", ") + name;
+          return text.empty() ? std::string("(none)") : text;
+        };
+        std::printf("# [models] names = %s; shared_ingest = %s (%g MiB); l2_pool_mb = %g; share_tables = %s\n",
+                    joined(set.names).c_str(), set.shared_ingest ? "true" : "false", set.shared_ingest_mb,
+                    set.l2_pool_mb, joined(set.share_tables).c_str());
+      }
       for (const auto& model : set.models) {
         if (world_rank() != 0) break;
         if (set.co_trained()) std::printf("# model %s\n", model.name.c_str());
