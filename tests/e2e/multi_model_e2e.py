@@ -20,13 +20,8 @@ from strata_e2e import run_case_from_command_line  # noqa: E402
 PREEMPTED = 85
 BAD_INPUT = 2
 
-# Three models over one tiny synthetic click log with a behaviour history: a
-# tiered DLRM on 2 trainers, a ps DLRM variant with its own optimizer settings,
-# and a tiered DIN. 4 + 3 + 3 = 10 ranks.
-DECK = """
-[models]
-names = dlrm_a, dlrm_b, din_c
-
+# A tiny DLRM on one producer, trainer and server each, over a synthetic click log.
+ONE_OF_EACH = """
 [layout]
 producers = 1
 trainers = 1
@@ -39,14 +34,21 @@ synthetic_eval_samples = 4096
 num_tables = 6
 vocab_sizes = 5000
 zipf_exponent = 1.05
-synthetic_history_length = 20
-synthetic_history_vocab = 8000
 
 [model]
 embedding_dim = 8
 bottom_mlp = 32,8
 top_mlp = 32
+"""
 
+# Three models over one tiny synthetic click log with a behaviour history: a
+# tiered DLRM on 2 trainers, a ps DLRM variant with its own optimizer settings,
+# and a tiered DIN. 4 + 3 + 3 = 10 ranks.
+DECK = """
+[models]
+names = dlrm_a, dlrm_b, din_c
+""" + ONE_OF_EACH.replace(
+    "zipf_exponent = 1.05\n", "zipf_exponent = 1.05\nsynthetic_history_length = 20\nsynthetic_history_vocab = 8000\n") + """
 [train]
 batch_size = 128
 steps = 60
@@ -351,27 +353,6 @@ def case_bad_decks(r):
     train(r, ALL_RANKS, deck, "used")
     expect_refused(r, "used", ALL_RANKS, deck, contains=["already holds the outputs", "--output.overwrite"])
 
-
-# A tiny DLRM on one producer, trainer and server each, over a synthetic click log.
-ONE_OF_EACH = """
-[layout]
-producers = 1
-trainers = 1
-servers = 1
-
-[data]
-source = synthetic
-synthetic_train_samples = 65536
-synthetic_eval_samples = 4096
-num_tables = 6
-vocab_sizes = 5000
-zipf_exponent = 1.05
-
-[model]
-embedding_dim = 8
-bottom_mlp = 32,8
-top_mlp = 32
-"""
 
 # strata tune --tune.co_train: trials co-trained three at a time over one pass of the producers.
 TUNE_DECK = ONE_OF_EACH + """
