@@ -36,7 +36,7 @@ L1Directory::L1Directory(int owner, int64_t capacity_rows, int row_bytes, const 
 size_t L1Directory::memory_bytes() const {
   size_t bytes = EvictionQueue::bytes_for(static_cast<int64_t>(entry_of_slot_.capacity())) + index_.memory_bytes() +
                  entries_.capacity() * sizeof(Entry) +
-                 (free_entries_.capacity() + evicted_entries_.capacity()) * sizeof(int32_t) +
+                 (free_entries_.capacity() + evicted_entries_.capacity() + to_insert_.capacity() + victims_.capacity()) * sizeof(int32_t) +
                  entry_of_slot_.capacity() * sizeof(int32_t) + usage_.capacity() * sizeof(RowUsage) +
                  free_slots_.capacity() * sizeof(int32_t);
   auto round_bytes = [](const KnownRound& r) {
@@ -116,8 +116,12 @@ void L1Directory::add_round(int64_t round, const OwnerRequests& requests, std::v
       prefetch_entry(known.requests[i + kAhead]);
       if (history_) history_->prefetch(ids[i + kAhead].table, ids[i + kAhead].key);
     }
-    // Second stage (the entry loaded by now): a present row's usage and queue state.
-    if (i + kAhead / 2 < n) prefetch_slot_of(known.requests[i + kAhead / 2]);
+    // Second stage (the entry loaded by now): the usage and queue state of a
+    // present, unpinned row that is about to learn its first known use.
+    if (i + kAhead / 2 < n) {
+      const Entry& ahead = entries_[known.requests[i + kAhead / 2]];
+      if (ahead.pins == 0 && ahead.future.empty()) prefetch_slot_of(known.requests[i + kAhead / 2], true, true);
+    }
     const int32_t index = known.requests[i];
     Entry& e = entries_[index];
     if (e.listed == round) continue;  // asked for by an earlier requester of this round
@@ -136,7 +140,6 @@ void L1Directory::add_round(int64_t round, const OwnerRequests& requests, std::v
 }
 
 void L1Directory::evict_slot(int32_t victim_slot, StagingPlan& plan) {
-  queue_.erase(victim_slot);
   const int32_t victim = entry_of_slot_[victim_slot];
   entry_of_slot_[victim_slot] = -1;
   free_slots_.push_back(victim_slot);
@@ -165,17 +168,23 @@ void L1Directory::plan(int64_t round, int depth, StagingPlan& plan) {
   while (!rounds_.empty() && rounds_.front().round < round) {
     KnownRound& old = rounds_.front();
     const bool pinned = old.round <= pinned_through_;
+    const bool served = old.round <= served_through_;
     const auto& distinct = old.distinct;
     for (size_t i = 0; i < distinct.size(); ++i) {
       if (i + 2 * kAhead < distinct.size()) prefetch_entry(distinct[i + 2 * kAhead]);
       if (i + kAhead < distinct.size()) {
-        prefetch_slot_of(distinct[i + kAhead]);
-        // A row out of L1 that this round no longer pins is likely forgotten: its index bucket.
+        // A present row records this round's access; one this round unpins re-enters the queue.
         const Entry& ahead = entries_[distinct[i + kAhead]];
+        prefetch_slot_of(distinct[i + kAhead], served, pinned && ahead.pins == 1);
+        // A row out of L1 that this round no longer pins is likely forgotten: its index bucket.
         if (ahead.slot < 0 && ahead.pins <= 1) index_.prefetch(ahead.id);
       }
       Entry& e = entries_[distinct[i]];
       e.future.clear(old.round);
+      // The access of the round it served, recorded now rather than when it
+      // was planned: nothing reads a pinned row's usage in between, and this
+      // pass touches it anyway.
+      if (served && e.slot >= 0) policy_.record_access(usage_[e.slot], old.round);
       if (pinned && --e.pins == 0) {
         --pinned_;
         if (e.slot >= 0) {
@@ -197,7 +206,11 @@ void L1Directory::plan(int64_t round, int depth, StagingPlan& plan) {
     const auto& distinct = known.distinct;
     for (size_t i = 0; i < distinct.size(); ++i) {
       if (i + 2 * kAhead < distinct.size()) prefetch_entry(distinct[i + 2 * kAhead]);
-      if (i + kAhead < distinct.size()) prefetch_slot_of(distinct[i + kAhead]);
+      if (i + kAhead < distinct.size()) {
+        // Only a row this round pins first leaves the queue.
+        const Entry& ahead = entries_[distinct[i + kAhead]];
+        if (ahead.pins == 0) prefetch_slot_of(distinct[i + kAhead], false, true);
+      }
       Entry& e = entries_[distinct[i]];
       if (++e.pins != 1) continue;
       ++pinned_;
@@ -218,32 +231,54 @@ void L1Directory::plan(int64_t round, int depth, StagingPlan& plan) {
                     " bytes), or lower store.prefetch_depth or train.batch_size");
   }
   plan.round = round;
-  // A budget that shrank (online controller): evict down to it first.
-  while (size() > capacity_) {
-    const int64_t victim_slot = queue_.peek_victim();
-    if (victim_slot < 0) break;
-    evict_slot(static_cast<int32_t>(victim_slot), plan);
-  }
+  served_through_ = round;
+  // Pass 1 over the front round: hits counted, rows to insert listed (their
+  // access history prefetched).
   const KnownRound& front = rounds_.front();
   const auto& distinct = front.distinct;
+  to_insert_.clear();
   for (size_t i = 0; i < distinct.size(); ++i) {
     if (i + 2 * kAhead < distinct.size()) prefetch_entry(distinct[i + 2 * kAhead]);
     if (i + kAhead < distinct.size()) {
-      prefetch_slot_of(distinct[i + kAhead]);
-      // A row to insert reads its access history.
       const Entry& ahead = entries_[distinct[i + kAhead]];
       if (ahead.slot < 0 && history_) history_->prefetch(ahead.id.table, ahead.id.key);
     }
-    const int32_t index = distinct[i];
-    if (entries_[index].slot >= 0) {
-      policy_.record_access(usage_[entries_[index].slot], round);
-      ++plan.hits;
-      continue;
+    if (entries_[distinct[i]].slot >= 0) {
+      ++plan.hits;  // its access is recorded when the round retires
+    } else {
+      to_insert_.push_back(distinct[i]);
     }
-    if (size() >= capacity_) {
-      const int64_t victim_slot = queue_.peek_victim();
-      if (victim_slot < 0) throw Error("L1Directory: no evictable row although the window fits (bug)");
-      evict_slot(static_cast<int32_t>(victim_slot), plan);
+  }
+  // The victims, all taken from the queue first: the rows inserted below are
+  // pinned and never enter it, so these are the ones the queue would give one
+  // insert at a time, in the same order. Knowing them ahead lets their slot ->
+  // entry chains load in parallel instead of one miss after another.
+  victims_.clear();
+  for (int64_t needed = size() + int64_t(to_insert_.size()) - capacity_; needed > 0; --needed) {
+    const int64_t victim_slot = queue_.peek_victim();
+    if (victim_slot < 0) break;
+    queue_.erase(victim_slot);
+    victims_.push_back(static_cast<int32_t>(victim_slot));
+  }
+  size_t next_victim = 0;
+  auto evict_next = [&] {
+    if (next_victim == victims_.size()) return false;
+    if (next_victim + 2 * kAhead < victims_.size()) __builtin_prefetch(&entry_of_slot_[victims_[next_victim + 2 * kAhead]]);
+    if (next_victim + kAhead < victims_.size()) {
+      const int32_t slot = victims_[next_victim + kAhead];
+      prefetch_entry(entry_of_slot_[slot]);
+      __builtin_prefetch(&usage_[slot]);
+    }
+    evict_slot(victims_[next_victim++], plan);
+    return true;
+  };
+  // A budget that shrank (online controller): evict down to it first.
+  while (size() > capacity_ && evict_next()) {
+  }
+  // Pass 2: the inserts, each taking the slot of the next victim when L1 is full.
+  for (const int32_t index : to_insert_) {
+    if (size() >= capacity_ && !evict_next()) {
+      throw Error("L1Directory: no evictable row although the window fits (bug)");
     }
     Entry& e = entries_[index];  // entries_ does not grow in this loop
     if (!free_slots_.empty()) {
@@ -259,9 +294,8 @@ void L1Directory::plan(int64_t round, int depth, StagingPlan& plan) {
     RowUsage& usage = usage_[e.slot];
     usage = RowUsage{};
     if (history_) policy_.admit(usage, history_->frequency(e.id.table, e.id.key));
-    policy_.record_access(usage, round);
-    usage.next_use = e.future.next_after(round);
-    if (e.pins == 0) queue_.update(e.slot, usage);
+    // Pinned (the round is in the window): out of the queue until it retires,
+    // when its access is recorded and its next use scored.
     plan.insert.push_back(e.id);
     plan.insert_slots.push_back(e.slot);
   }

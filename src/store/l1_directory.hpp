@@ -139,15 +139,17 @@ class L1Directory {
   };
   int32_t entry_index(const RowId& id);  // creates the entry when absent
   void release_if_unused(int32_t index);
-  void evict_slot(int32_t slot, StagingPlan& plan);
+  void evict_slot(int32_t slot, StagingPlan& plan);  // a slot already taken out of the queue
   void release_evicted();  // release_if_unused for the plan's evicted entries
   void prefetch_entry(int32_t index) const { __builtin_prefetch(&entries_[index]); }
-  // The usage and queue state of an entry's slot (the entry itself was prefetched earlier).
-  void prefetch_slot_of(int32_t index) const {
+  // Second-stage prefetches (the entry itself was loaded earlier) of what a
+  // pass will touch of a present row's slot, and only that: most rows of a
+  // round need neither their usage nor their queue state in most passes.
+  void prefetch_slot_of(int32_t index, bool usage, bool queue) const {
     const int32_t slot = entries_[index].slot;
     if (slot < 0) return;
-    __builtin_prefetch(&usage_[slot]);
-    queue_.prefetch(slot);
+    if (usage) __builtin_prefetch(&usage_[slot]);
+    if (queue) queue_.prefetch(slot);
   }
 
   int owner_;
@@ -160,12 +162,15 @@ class L1Directory {
   std::vector<Entry> entries_;
   std::vector<int32_t> free_entries_;
   std::vector<int32_t> evicted_entries_;  // of the plan being made
+  std::vector<int32_t> to_insert_;  // (plan scratch) entries of the front round's absent rows
+  std::vector<int32_t> victims_;    // (plan scratch) slots the queue gave up, in its order
   std::vector<int32_t> entry_of_slot_;  // L1 slot -> entries_ index
   std::vector<RowUsage> usage_;         // L1 slot -> what the policy knows of its row
   std::vector<int32_t> free_slots_;
   std::deque<KnownRound> rounds_;    // added, not retired
   std::vector<KnownRound> spare_rounds_;  // retired, kept for their capacity
   int64_t pinned_through_ = -1;  // last round whose rows are pinned
+  int64_t served_through_ = -1;  // last round planned (its rows present; their accesses recorded at retirement)
   int64_t present_ = 0;
   int64_t pinned_ = 0;
 };
