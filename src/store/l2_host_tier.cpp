@@ -143,9 +143,11 @@ void L2HostTier::prefetch_usage(int64_t slot) const {
   queue_.prefetch(slot);
 }
 
-void L2HostTier::remove(int64_t slot) {
+void L2HostTier::remove(int64_t slot) { remove(slot, cache_->id(slot)); }
+
+void L2HostTier::remove(int64_t slot, const RowId& id) {
   queue_.erase(slot);
-  cache_->erase(slot);
+  cache_->erase(slot, id);
   usage_[slot] = RowUsage{};
 }
 
@@ -184,7 +186,7 @@ void L2HostTier::read(const std::vector<RowId>& ids, int64_t round, float* value
     }
     std::copy(cache_->row(slot), cache_->row(slot) + width_, values + i * width_);
     dirty[i] = cache_->dirty(slot) ? 1 : 0;
-    remove(slot);  // promoted: L1 holds it now
+    remove(slot, ids[i]);  // promoted: L1 holds it now
   }
   counters_.misses += missing_.size();
   counters_.hits += ids.size() - missing_.size();
@@ -208,7 +210,11 @@ void L2HostTier::write_back(const RowBlock& rows, int64_t round, const int64_t* 
   for (size_t i = 0; i < n; ++i) {
     // Two stages ahead: the row's bucket, then (bucket loaded) its slot's row and bookkeeping.
     if (i + 2 * kAhead < n) cache_->prefetch(rows.ids[i + 2 * kAhead]);
-    if (i + kAhead < n) prefetch_slot(cache_->find(rows.ids[i + kAhead]));
+    if (i + kAhead < n) {
+      prefetch_slot(cache_->find(rows.ids[i + kAhead]));
+      // A row new to this tier is admitted with its access history.
+      if (history_) history_->prefetch(rows.ids[i + kAhead].table, rows.ids[i + kAhead].key);
+    }
     int64_t slot = cache_->find(rows.ids[i]);
     if (slot >= 0) {
       std::copy(rows.row(i), rows.row(i) + width_, cache_->row(slot));

@@ -98,6 +98,7 @@ class L2HostTier {
   void complete_sends(bool all);
   void touch(int64_t slot, int64_t round, int64_t next_use = INT64_MAX, bool next_use_exact = false);
   void remove(int64_t slot);  // drops a row without writing it anywhere
+  void remove(int64_t slot, const RowId& id);  // the same, its id known
   void prefetch_slot(int64_t slot) const;  // a slot's row and bookkeeping (no-op for -1)
   void prefetch_usage(int64_t slot) const;  // its bookkeeping only (no-op for -1)
 

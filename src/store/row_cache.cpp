@@ -54,8 +54,8 @@ int64_t RowCache::insert(const RowId& id, const float* values, bool dirty) {
   return slot;
 }
 
-void RowCache::erase(int64_t slot) {
-  slot_of_.erase(ids_[slot]);
+void RowCache::erase(int64_t slot, const RowId& id) {
+  slot_of_.erase(id);
   dirty_[slot] = 0;
   free_slots_.push_back(slot);
 }

@@ -43,7 +43,9 @@ class RowCache {
   }
   // Inserts a row (must be absent, cache must not be full); returns its slot.
   int64_t insert(const RowId& id, const float* values, bool dirty);
-  void erase(int64_t slot);
+  void erase(int64_t slot) { erase(slot, ids_[slot]); }
+  // The same when the caller knows the slot's id (saves loading it).
+  void erase(int64_t slot, const RowId& id);
 
   float* row(int64_t slot) { return arena_.get() + static_cast<size_t>(slot) * width_; }
   const float* row(int64_t slot) const { return arena_.get() + static_cast<size_t>(slot) * width_; }
