@@ -2,6 +2,7 @@
 #include "model/dense_parameters.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include "common/error.hpp"
 
@@ -41,6 +42,21 @@ const ParameterSlice& DenseParameters::slice(const std::string& name) const {
   for (const ParameterSlice& s : slices_)
     if (s.name == name) return s;
   throw Error("no dense parameter named '" + name + "'");
+}
+
+std::vector<float> DenseSharding::local_of(const std::vector<float>& full, int arrays) const {
+  if (arrays < 0 || full.size() != size_t(arrays) * full_size) {
+    throw Error("dense arrays of " + std::to_string(full.size()) + " floats, expected " + std::to_string(arrays) +
+                " x " + std::to_string(full_size) + " (the whole model's dense parameters)");
+  }
+  std::vector<float> local;
+  local.reserve(size_t(arrays) * local_size());
+  for (int a = 0; a < arrays; ++a) {
+    const float* array = full.data() + size_t(a) * full_size;
+    local.insert(local.end(), array, array + replicated);
+    local.insert(local.end(), array + shard_offset(), array + shard_offset() + shard_size);
+  }
+  return local;
 }
 
 }  // namespace strata::model

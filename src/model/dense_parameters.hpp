@@ -41,4 +41,23 @@ class DenseParameters {
   size_t total_ = 0;
 };
 
+// Expert-parallel storage: a trainer that holds only its own experts keeps the
+// replicated slices and then its experts' slices. This says where its buffer sits
+// in the whole model's layout (what one trainer alone holds, and what checkpoints
+// and the digest store).
+struct DenseSharding {
+  std::vector<ParameterSlice> full_slices;  // the whole model's
+  size_t full_size = 0;
+  size_t replicated = 0;  // local [0, replicated) is full [0, replicated), on every trainer
+  size_t shard_size = 0;  // then member m's experts: full [replicated + m shard_size, + shard_size)
+  int member = 0;
+  int members = 1;
+  size_t local_size() const { return replicated + shard_size; }
+  size_t shard_offset() const { return replicated + size_t(member) * shard_size; }
+  // This trainer's part of `arrays` whole-model arrays laid back to back (the
+  // values: 1; an optimizer state: its arrays, each full_size long), in the same
+  // layout. strata::Error when full.size() != arrays * full_size.
+  std::vector<float> local_of(const std::vector<float>& full, int arrays) const;
+};
+
 }  // namespace strata::model

@@ -84,6 +84,13 @@ class Model {
   // are folded in that order whatever the expert-parallel layout.
   virtual bool sums_gradients_in_trainer_order() const { return false; }
 
+  // Expert-parallel storage: null while parameters() is the whole model. Otherwise
+  // parameters() holds the replicated slices and this trainer's experts only (their
+  // gradients summed over its replicas, the trainers holding the same experts), and
+  // this says where they sit in the whole model, which checkpoints and the digest
+  // store whole.
+  virtual const DenseSharding* dense_sharding() const { return nullptr; }
+
   // The routing counters since the last call, then reset.
   virtual RoutingStats take_routing_stats() { return {}; }
 };

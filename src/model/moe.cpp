@@ -126,6 +126,8 @@ struct Moe::Impl {
   std::vector<float> spare_a, spare_b;     // ping-pong layer gradients
   std::vector<float> folded;               // the local experts' weight gradients, folded over blocks
   int max_width = 1;
+  bool sharded = false;   // the storage holds this member's experts only
+  DenseSharding sharding;
 
   std::vector<char> send, receive;
   std::vector<int> send_bytes, receive_bytes;
@@ -149,8 +151,7 @@ struct Moe::Impl {
       for (size_t l = 0; l < s.dlrm.top.size(); ++l) {
         const bool last = l + 1 == s.dlrm.top.size();
         const auto act = last ? backend::Activation::kNone : backend::Activation::kRelu;
-        expert.layers.emplace_back(params, "expert." + std::to_string(e) + "." + std::to_string(l), in,
-                                   s.dlrm.top[l], act);
+        expert.layers.emplace_back(params, expert_layer_name(e, l), in, s.dlrm.top[l], act);
         in = s.dlrm.top[l];
         max_width = std::max(max_width, in);
       }
@@ -178,11 +179,50 @@ struct Moe::Impl {
                   "choose model.num_experts as a multiple of layout.ep");
     }
     local = shape.num_experts / members;
+    if (group != nullptr) shard_storage();
     inputs.assign(size_t(local), {});
     acts.assign(size_t(local), std::vector<std::vector<float>>(shape.dlrm.top.size()));
     dys.assign(size_t(local), {});
     dxs.assign(size_t(local), {});
   }
+
+  // Keeps the replicated slices (everything before the experts, at the same
+  // offsets) and this member's experts after them; the others' weights go.
+  void shard_storage() {
+    if (sharded) throw Error("Moe: the expert group was set twice (bug)");
+    sharded = true;
+    const size_t replicated = experts.front().begin;
+    const size_t lo = experts[size_t(first_local())].begin;
+    const size_t hi = experts[size_t(first_local() + local - 1)].end;
+    sharding.full_slices = params.slices();
+    sharding.full_size = params.size();
+    sharding.replicated = replicated;
+    sharding.shard_size = hi - lo;
+    sharding.member = member;
+    sharding.members = members;
+    DenseParameters kept;
+    for (const ParameterSlice& slice : params.slices()) {
+      if (slice.offset < replicated) kept.add(slice.name, slice.shape);
+    }
+    for (int e = 0; e < shape.num_experts; ++e) {
+      Expert& expert = experts[size_t(e)];
+      std::vector<Linear> layers;
+      if (e >= first_local() && e < first_local() + local) {
+        for (size_t l = 0; l < expert.layers.size(); ++l) {
+          const Linear& was = expert.layers[l];
+          layers.emplace_back(kept, expert_layer_name(e, l), was.in(), was.out(), was.activation());
+        }
+      }
+      expert.layers = std::move(layers);
+      expert.begin = expert.layers.empty() ? 0 : expert.layers.front().weight_offset();
+      expert.end = expert.layers.empty() ? 0 : expert.layers.back().bias_offset() + size_t(expert.layers.back().out());
+    }
+    kept.finalize();
+    if (kept.size() != sharding.local_size()) throw Error("Moe: sharded dense layout mismatch (bug)");
+    kept.values() = sharding.local_of(params.values(), 1);
+    params = std::move(kept);
+  }
+  static std::string expert_layer_name(int e, size_t l) { return "expert." + std::to_string(e) + "." + std::to_string(l); }
 
   int first_local() const { return member * local; }
   int owner(int e) const { return e / local; }
@@ -392,7 +432,9 @@ struct Moe::Impl {
       }
     }
     std::vector<float>& all = params.grads();
-    std::fill(all.begin() + experts.front().begin, all.begin() + experts.back().end, 0.0f);
+    // Every expert's gradient this member holds (its own when the storage is sharded).
+    const size_t experts_begin = sharded ? sharding.replicated : experts.front().begin;
+    std::fill(all.begin() + experts_begin, all.end(), 0.0f);
     if (group != nullptr && group->replica() + 1 < group->replicas()) {
       group->send_to_next_replica(folded.data(), folded.size());  // the last replica holds the sum
     } else {
@@ -417,8 +459,13 @@ int Moe::num_tables() const { return impl_->shape.dlrm.num_tables; }
 const MoeShape& Moe::shape() const { return impl_->shape; }
 std::pair<size_t, size_t> Moe::expert_range(int e) const {
   const auto& expert = impl_->experts.at(size_t(e));
+  if (expert.layers.empty()) {
+    throw Error("expert " + std::to_string(e) + " is stored by another member of the expert group");
+  }
   return {expert.begin, expert.end};
 }
+
+const DenseSharding* Moe::dense_sharding() const { return impl_->sharded ? &impl_->sharding : nullptr; }
 
 void Moe::set_expert_group(ExpertGroup* group) { impl_->set_group(group); }
 

@@ -10,7 +10,8 @@
 // member order, the same block that member would run alone, and folds the blocks'
 // weight gradients in member order (then on through the replicas in other groups):
 // so a dropless run ends bit-identical to layout.ep = 1 on the same global batch
-// once the trainers sum the gradients in trainer order.
+// once the trainers sum the gradients in trainer order. A member stores only its
+// own experts' weights (and so its optimizer only their state): E / G of them.
 #pragma once
 
 #include <cstdint>
@@ -60,14 +61,20 @@ class Moe final : public Model {
   int embedding_dim() const override;
   int num_tables() const override;
   const MoeShape& shape() const;
-  // Expert e's weights in the flat buffer: [first, second).
+  // Expert e's weights in the flat buffer: [first, second). Under an expert group
+  // of more than one member the buffer holds only this member's experts
+  // (dense_sharding()); another's is refused (strata::Error).
   std::pair<size_t, size_t> expert_range(int e) const;
 
   double forward_backward(const data::Batch& batch, const std::vector<const float*>& rows,
                           const std::vector<float*>& row_grads, float loss_scale) override;
   void predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) override;
 
+  // A group of more than one member also shards the storage: the model keeps the
+  // replicated weights and its own experts only. Call before training (and before
+  // restoring a checkpoint), once.
   void set_expert_group(ExpertGroup* group) override;
+  const DenseSharding* dense_sharding() const override;
   bool sums_gradients_in_trainer_order() const override { return true; }
   RoutingStats take_routing_stats() override;
 

@@ -210,7 +210,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
   // counted_mib is what each role's largest rank holds in the structures the
   // budgets count.
   nlohmann::json rss, training_rss_json, counted_json;
-  const char* counted_names[3][3] = {{"l1", nullptr, nullptr},
+  const char* counted_names[3][3] = {{"l1", "dense", nullptr},
                                      {"l2", "l1_directories", "access_history"},
                                      {"rows", nullptr, nullptr}};
   for (int role = 0; role < 3; ++role) {
@@ -396,6 +396,7 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
       mine.train_cpu[0] = r.train_cpu.user, mine.train_cpu[1] = r.train_cpu.sys;
       mine.training_rss_mib = r.training_rss_mib;
       mine.counted_mib[0] = r.l1_bytes / 1048576.0;
+      mine.counted_mib[1] = r.dense_bytes / 1048576.0;
       double* v = mine.values;
       v[kStallS] = r.stall_s, v[kPullWaitS] = r.pull_wait_s, v[kRowsPulled] = double(r.rows_pulled);
       v[kBytesPulled] = double(r.bytes_pulled), v[kRowsPushed] = double(r.rows_pushed);

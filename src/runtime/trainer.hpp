@@ -56,6 +56,12 @@ class Trainer {
   bool checkpoint_due() const;
   void write_checkpoint(bool preempted);
   void restore();
+  // The whole model's dense values and optimizer state, as one trainer alone holds
+  // them (checkpoints, the digest): this trainer's own when the model is not
+  // sharded. Sharded (moe, layout.ep > 1): collective over the first replica's
+  // expert group, whose members send their experts to the root trainer; `values`
+  // and `state` are filled on the root only.
+  void whole_dense(std::vector<float>& values, std::vector<float>& state);
 
   // trainer_eval.cpp
   void evaluate();

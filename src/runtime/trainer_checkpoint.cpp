@@ -46,11 +46,14 @@ void Trainer::write_checkpoint(bool preempted) {
   {
     io::CheckpointWriter writer(context_.job, checkpoint_temporary(options_, stamp.step),
                                 checkpoint_header(options_, stamp));
-    const auto& params = model_->parameters();
+    const model::DenseSharding* sharding = model_->dense_sharding();
+    const auto& slices = sharding ? sharding->full_slices : model_->parameters().slices();
+    std::vector<float> values, optimizer_state;
+    whole_dense(values, optimizer_state);
     io::TrainerState state{window_loss_, window_samples_, window_steps_, last_window_loss_,
                            {last_levels_[0], last_levels_[1], last_levels_[2], last_levels_[3]}};
     if (is_root()) {
-      writer.write_dense(params.slices(), params.values(), optimizer_->state(), true);
+      writer.write_dense(slices, values, optimizer_state, true);
     } else {
       writer.write_dense({}, {}, {}, false);
     }
@@ -69,20 +72,73 @@ void Trainer::write_checkpoint(bool preempted) {
   report_.checkpoint_pause_s += seconds(start, last_checkpoint_time_);
 }
 
+void Trainer::whole_dense(std::vector<float>& values, std::vector<float>& state) {
+  const model::DenseSharding* sharding = model_->dense_sharding();
+  const auto& params = model_->parameters();
+  if (sharding == nullptr) {
+    values = params.values();
+    state = optimizer_->state();
+    return;
+  }
+  values.clear(), state.clear();
+  if (groups_.dp_rank() != 0) return;  // the first replica holds every expert once
+  // Each member sends its experts' values, then its share of each state array.
+  const std::vector<float> local_state = optimizer_->state();
+  const size_t local = sharding->local_size(), shard = sharding->shard_size, replicated = sharding->replicated;
+  const int arrays = local == 0 ? 0 : static_cast<int>(local_state.size() / local);
+  std::vector<float> send(params.values().begin() + replicated, params.values().end());
+  for (int a = 0; a < arrays; ++a) {
+    const float* array = local_state.data() + size_t(a) * local;
+    send.insert(send.end(), array + replicated, array + local);
+  }
+  const std::vector<char> gathered =
+      comm::gather_bytes(send.data(), static_cast<int>(send.size() * sizeof(float)), 0, groups_.ep_comm());
+  if (groups_.ep_rank() != 0) return;
+  const int members = sharding->members;
+  if (gathered.size() != size_t(members) * send.size() * sizeof(float)) {
+    throw Error("the expert group's dense shards differ in size (bug)");
+  }
+  const float* parts = reinterpret_cast<const float*>(gathered.data());
+  const size_t part = send.size();  // one member's floats: (1 + arrays) x shard
+  auto whole_array = [&](const float* replicated_part, int which, std::vector<float>& out) {
+    out.insert(out.end(), replicated_part, replicated_part + replicated);
+    for (int m = 0; m < members; ++m) {
+      const float* from = parts + size_t(m) * part + size_t(which) * shard;
+      out.insert(out.end(), from, from + shard);
+    }
+  };
+  whole_array(params.values().data(), 0, values);
+  for (int a = 0; a < arrays; ++a) whole_array(local_state.data() + size_t(a) * local, a + 1, state);
+}
+
 // Continues from a checkpoint: dense weights and optimizer state, the step
 // counters, and the metrics window that was open when it was written.
 void Trainer::restore() {
   io::CheckpointReader reader(MPI_COMM_SELF, resume_.path);
   const io::CheckpointHeader& h = reader.header();
   auto& params = model_->parameters();
+  const model::DenseSharding* sharding = model_->dense_sharding();
+  const size_t whole = sharding ? sharding->full_size : params.size();
   std::vector<float> values = reader.dense_values();
-  if (values.size() != params.size()) {
+  if (values.size() != whole) {
     throw Error(resume_.path + ": " + std::to_string(values.size()) + " dense values, this model has " +
-                    std::to_string(params.size()),
+                    std::to_string(whole),
                 "resume with the model the checkpoint was written with");
   }
+  std::vector<float> optimizer_state = reader.dense_optimizer_state();
+  if (sharding) {
+    // The file holds the whole model (any layout wrote it): this trainer takes its experts.
+    const int arrays = whole == 0 ? 0 : static_cast<int>(optimizer_state.size() / whole);
+    if (size_t(arrays) * whole != optimizer_state.size()) {
+      throw Error(resume_.path + ": a dense optimizer state of " + std::to_string(optimizer_state.size()) +
+                      " floats is not whole arrays of the model's " + std::to_string(whole) + " values",
+                  "resume with the optimizer (optim.dense) the checkpoint was written with");
+    }
+    values = sharding->local_of(values, 1);
+    optimizer_state = sharding->local_of(optimizer_state, arrays);
+  }
   params.values() = std::move(values);
-  optimizer_->set_state(reader.dense_optimizer_state());
+  optimizer_->set_state(optimizer_state);
   optimizer_->set_steps_taken(h.dense_optimizer_steps);
   const io::TrainerState state = reader.trainer_state();
   window_loss_ = state.window_loss;

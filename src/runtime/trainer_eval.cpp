@@ -115,10 +115,14 @@ void Trainer::finish() {
   if (const auto* tiered = dynamic_cast<const store::TieredStore*>(store_.get())) {
     report_.l1_bytes = double(tiered->l1().memory_bytes());
   }
+  const auto& params = model_->parameters();
+  report_.dense_bytes = double((params.values().capacity() + params.grads().capacity() + optimizer_->state().size()) *
+                               sizeof(float));
   store::RowDump rows = store_->dump_rows();
+  std::vector<float> values, optimizer_state;
+  whole_dense(values, optimizer_state);  // the whole model's, however its experts are stored
   if (is_root()) {
-    report_.params_digest =
-        io::params_digest(model_->parameters().values(), optimizer_->state(), optimizer_->steps_taken(), rows);
+    report_.params_digest = io::params_digest(values, optimizer_state, optimizer_->steps_taken(), rows);
     report_.sparse_rows = static_cast<int64_t>(rows.ids.size());
   }
   store_->shutdown();

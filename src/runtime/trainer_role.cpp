@@ -80,6 +80,8 @@ Trainer::Trainer(const RunOptions& options, const RankContext& context, const Re
   if (groups_.layout().ep > 1) {
     expert_group_ = std::make_unique<comm::MpiExpertGroup>(groups_);
     model_->set_expert_group(expert_group_.get());
+    // The experts' storage is sharded now: the optimizer keeps state for what this trainer holds.
+    optimizer_ = model::make_dense_optimizer(options.optim, model_->parameters().size());
   }
   if (is_root()) writer_ = std::make_unique<io::MetricsWriter>(options.output.dir);
   rows_.resize(shape_.num_tables);
@@ -288,12 +290,22 @@ void Trainer::train_step(const data::Batch& batch) {
   auto& params = model_->parameters();
   if (trainers_ > 1) {
     comm::WaitingFor waiting([] { return std::string("the all-reduce of the dense gradients"); });
-    if (model_->sums_gradients_in_trainer_order()) {
+    if (const model::DenseSharding* sharding = model_->dense_sharding()) {
+      // The replicated weights over every trainer; this trainer's experts hold the
+      // sum of their replicas' blocks on the last replica already (the chain): it
+      // passes it to the others.
+      comm::ordered_allreduce_sum(params.grads().data(), static_cast<int>(sharding->replicated), comm_);
+      if (groups_.layout().dp > 1) {
+        comm::broadcast(params.grads().data() + sharding->replicated, static_cast<int>(sharding->shard_size),
+                        MPI_FLOAT, groups_.layout().dp - 1, groups_.dp_comm());
+      }
+      report_.bytes_allreduce += sharding->replicated * sizeof(float);
+    } else if (model_->sums_gradients_in_trainer_order()) {
       comm::ordered_allreduce_sum(params.grads().data(), static_cast<int>(params.size()), comm_);
     } else {
       comm::allreduce(params.grads().data(), static_cast<int>(params.size()), MPI_FLOAT, MPI_SUM, comm_);
     }
-    report_.bytes_allreduce += params.size() * sizeof(float);
+    if (model_->dense_sharding() == nullptr) report_.bytes_allreduce += params.size() * sizeof(float);
   }
   optimizer_->step(params.values().data(), params.grads().data(), params.size());
   ++report_.steps;

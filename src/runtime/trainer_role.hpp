@@ -47,6 +47,7 @@ struct TrainerReport {
   CpuTimes train_cpu;           // this rank's CPU time over the training loop
   double training_rss_mib = 0;  // peak RSS before the end-of-run dump of every row
   double l1_bytes = 0;          // what its L1 tier holds (tiered mode)
+  double dense_bytes = 0;       // its dense weights, their gradients and optimizer state (its own experts only under ep)
   model::RoutingStats routing;  // trainer 0: every trainer's expert routing over the run (moe)
   uint64_t bytes_experts = 0;   // this trainer's expert all-to-all and replica-chain payload
   uint64_t bytes_sequence = 0;  // this trainer's sequence-parallel attention payload (layout.sp > 1)

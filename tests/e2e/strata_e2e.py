@@ -981,6 +981,9 @@ def case_moe_expert_parallel(r):
     assert ep2["params_digest"] == ep1["params_digest"], "moe: ep=2 differs from ep=1"
     assert ep2["eval_auc"] == ep1["eval_auc"], (ep2["eval_auc"], ep1["eval_auc"])
     assert ep2["bytes"]["trainer_experts"] > 0 and ep1["bytes"]["trainer_experts"] == 0
+    # Each ep = 2 trainer stores 2 of the 4 experts (weights, gradients, Adam moments).
+    dense1, dense2 = (s["memory"]["counted_mib"]["trainer"]["dense"] for s in (ep1, ep2))
+    assert 0 < dense2 < dense1, (dense1, dense2)
     tiered = r.run("moe_ep2_tiered", 4, *moe, *two, "--layout.ep=2", "--store.mode=tiered")
     assert tiered["params_digest"] == ep1["params_digest"], "moe: tiered differs from ps"
     experts = ep2["experts"]
@@ -1015,7 +1018,7 @@ def case_moe_expert_parallel(r):
     r.expect_error("sp_without_attention", 4, "--layout.trainers=2", "--layout.sp=2",
                    contains=["layout.sp = 2", "model.kind = dlrm"])
     print("moe digest", ep1["params_digest"][:16], "eval AUC", ep1["eval_auc"], "capacity 0.5 drops",
-          c1["experts"]["drop_fraction"])
+          c1["experts"]["drop_fraction"], f"dense MiB per trainer ep 1 {dense1:.3f}, ep 2 {dense2:.3f}")
 
 
 def case_sequence_parallel(r):

@@ -2,7 +2,9 @@
 // count gives bit for bit the dense gradients (after the trainers' sum in trainer
 // order), row gradients, losses and predictions of ep = 1, where each rank runs
 // every expert on its own batch. Dropless and with capacity (a trainer's batch
-// routes the same in every layout), top-1 and top-2.
+// routes the same in every layout), top-1 and top-2. Under ep each rank stores
+// the replicated weights and its own experts only; its gradients are compared
+// with the same part of ep = 1's.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -64,18 +66,33 @@ struct StepResult {
 };
 
 // Two steps of plain SGD (so the second step sees trained weights), then predict.
-StepResult train(const ModelOptions& o, ExpertGroup* group) {
+// With a group, the gradients are summed as the trainers do: the replicated part
+// over every rank in rank order, the experts' from their last replica (it holds
+// the chain's sum) to the others.
+StepResult train(const ModelOptions& o, ExpertGroup* group, const strata::comm::ParallelGroups* groups,
+                 DenseSharding* sharding_out = nullptr) {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   Moe model(o, 3, 2, 11);
   model.set_expert_group(group);
+  const DenseSharding* sharding = model.dense_sharding();
+  EXPECT_EQ(sharding != nullptr, group != nullptr && group->size() > 1);
+  if (sharding && sharding_out) *sharding_out = *sharding;
   Fixture f = rank_batch(rank, 13 + rank, 4);  // ranks' batches of different sizes
   StepResult result;
   for (int step = 0; step < 2; ++step) {
     result.loss = model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f / (13.0f * size));
     auto& p = model.parameters();
-    strata::comm::ordered_allreduce_sum(p.grads().data(), int(p.size()), MPI_COMM_WORLD);
+    if (sharding) {
+      strata::comm::ordered_allreduce_sum(p.grads().data(), int(sharding->replicated), MPI_COMM_WORLD);
+      if (groups->layout().dp > 1) {
+        strata::comm::broadcast(p.grads().data() + sharding->replicated, int(sharding->shard_size), MPI_FLOAT,
+                                groups->layout().dp - 1, groups->dp_comm());
+      }
+    } else {
+      strata::comm::ordered_allreduce_sum(p.grads().data(), int(p.size()), MPI_COMM_WORLD);
+    }
     for (size_t i = 0; i < p.size(); ++i) p.values()[i] -= 0.5f * p.grads()[i];
   }
   result.dense = model.parameters().grads();
@@ -100,19 +117,60 @@ TEST_P(MoeExpertParallel, EveryLayoutEqualsEpOneBitForBit) {
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const ModelOptions o = options(GetParam().top_k, GetParam().capacity_factor);
-  const StepResult reference = train(o, nullptr);
+  const StepResult reference = train(o, nullptr, nullptr);
   for (int ep = 2; ep <= size; ++ep) {
     if (size % ep != 0 || o.num_experts % ep != 0) continue;
     strata::comm::ParallelGroups groups(MPI_COMM_WORLD, strata::ParallelLayout{size / ep, 1, ep});
     strata::comm::MpiExpertGroup group(groups);
-    const StepResult sharded = train(o, &group);
+    DenseSharding sharding;
+    const StepResult sharded = train(o, &group, &groups, &sharding);
     const std::string layout = "dp " + std::to_string(size / ep) + " x ep " + std::to_string(ep);
     EXPECT_EQ(sharded.loss, reference.loss) << layout;
-    EXPECT_TRUE(bits_equal(sharded.dense, reference.dense)) << layout;
+    // This rank's part of the whole model: the replicated weights, then its E / ep experts.
+    EXPECT_EQ(sharding.full_size, reference.dense.size()) << layout;
+    EXPECT_EQ(sharding.members, ep) << layout;
+    EXPECT_EQ(sharding.member, groups.ep_rank()) << layout;
+    EXPECT_EQ(sharded.dense.size(), sharding.replicated + (reference.dense.size() - sharding.replicated) / size_t(ep))
+        << layout;
+    EXPECT_TRUE(bits_equal(sharded.dense, sharding.local_of(reference.dense, 1))) << layout;
     for (size_t t = 0; t < reference.rows.size(); ++t) EXPECT_TRUE(bits_equal(sharded.rows[t], reference.rows[t]));
     EXPECT_TRUE(bits_equal(sharded.probs, reference.probs)) << layout;
     EXPECT_GT(group.bytes_exchanged(), 0u) << layout;
   }
+}
+
+// The storage really is sharded: another member's expert is not there, and the
+// part kept is the whole model's at the place DenseSharding names.
+TEST(MoeExpertStorage, EachMemberKeepsItsOwnExperts) {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const ModelOptions o = options(2, 0.0);
+  Moe whole(o, 3, 2, 11);
+  strata::comm::ParallelGroups groups(MPI_COMM_WORLD, strata::ParallelLayout{1, 1, size});
+  strata::comm::MpiExpertGroup group(groups);
+  Moe part(o, 3, 2, 11);
+  part.set_expert_group(&group);
+  const DenseSharding* sharding = part.dense_sharding();
+  ASSERT_NE(sharding, nullptr);
+  EXPECT_TRUE(bits_equal(part.parameters().values(), sharding->local_of(whole.parameters().values(), 1)));
+  const int local = o.num_experts / size;
+  for (int e = 0; e < o.num_experts; ++e) {
+    const bool own = e / local == groups.ep_rank();
+    if (own) {
+      EXPECT_LE(part.expert_range(e).second, part.parameters().size());
+    } else {
+      EXPECT_THROW(part.expert_range(e), strata::Error);
+    }
+  }
+  EXPECT_THROW(part.set_expert_group(&group), strata::Error);  // once
+  // An optimizer state of two arrays (Adam's moments) splits the same way per array.
+  std::vector<float> state(2 * sharding->full_size);
+  for (size_t i = 0; i < state.size(); ++i) state[i] = float(i);
+  const std::vector<float> local_state = sharding->local_of(state, 2);
+  ASSERT_EQ(local_state.size(), 2 * sharding->local_size());
+  EXPECT_EQ(local_state[sharding->local_size()], float(sharding->full_size));
+  EXPECT_EQ(local_state[sharding->replicated], float(sharding->shard_offset()));
+  EXPECT_THROW(sharding->local_of(state, 1), strata::Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Routing, MoeExpertParallel,
