@@ -35,7 +35,7 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("layout.sp", o.layout.sp, "sequence-parallel degree: sasrec/hstu attention shared by sp trainers");
   v("layout.sp_min_len", o.layout.sp_min_len, "sp > 1: histories longer than this are split over the SP group");
   v("layout.sp_mode", o.layout.sp_mode, "sp > 1: ring (query chunks) | alltoall (heads, Ulysses)");
-  v("layout.ep", o.layout.ep, "expert-parallel degree: model.kind = moe's experts sharded over ep trainers");
+  v("layout.ep", o.layout.ep, "expert-parallel degree: model.kind = moe, mmoe or ple's experts sharded over ep trainers");
 
   v("data.source", o.data.source,
     "criteo | csv | synthetic | hdf5 (from strata convert) | sequences (event file) | synthetic_sequences");
@@ -568,14 +568,17 @@ void validate(const RunOptions& options) {
                   "set model." + options.model.kind + "_heads to a multiple of layout.sp, or layout.sp_mode = ring");
     }
   }
-  if (parallel.ep > 1 && options.model.kind != "moe") {
+  const bool has_experts =
+      options.model.kind == "moe" || options.model.kind == "mmoe" || options.model.kind == "ple";
+  if (parallel.ep > 1 && !has_experts) {
     throw Error("layout.ep = " + std::to_string(parallel.ep) + " shards experts, but model.kind = " +
                     options.model.kind + " has none",
-                "set model.kind = moe, or layout.ep = 1");
+                "set model.kind = moe, mmoe or ple, or layout.ep = 1");
   }
   if (options.model.kind == "moe") model::check_moe_options(options.model);
   if (options.model.kind == "mmoe" || options.model.kind == "ple") model::check_multi_task_options(options.model);
-  if (options.model.kind == "moe" && options.model.num_experts % parallel.ep != 0) {
+  // (ple's levels also hold each task's experts: the model checks their sum, which needs the task count.)
+  if ((options.model.kind == "moe" || options.model.kind == "mmoe") && options.model.num_experts % parallel.ep != 0) {
     throw Error("layout.ep = " + std::to_string(parallel.ep) + " does not divide model.num_experts = " +
                     std::to_string(options.model.num_experts),
                 "choose model.num_experts as a multiple of layout.ep: every expert-parallel trainer holds as many "

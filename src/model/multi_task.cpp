@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backend/dense_kernels.hpp"
 #include "common/error.hpp"
 #include "model/batch_checks.hpp"
 #include "model/bce_loss.hpp"
 #include "model/dot_interaction.hpp"
+#include "model/expert_group.hpp"
 #include "model/embedding_bag_pooling.hpp"
 #include "model/linear.hpp"
 #include "model/mlp.hpp"
@@ -158,6 +160,23 @@ void add_into(std::vector<float>& into, const std::vector<float>& from) {
   for (size_t i = 0; i < into.size(); ++i) into[i] += from[i];
 }
 
+template <class T>
+void append(std::vector<char>& out, const T* data, size_t n) {
+  const size_t at = out.size();
+  out.resize(at + n * sizeof(T));
+  if (n > 0) std::memcpy(out.data() + at, data, n * sizeof(T));
+}
+
+// Expert parallel: what the owner of some of a level's experts keeps of one step.
+struct LevelShards {
+  std::vector<int> rows;                     // (G) each member's batch size
+  std::vector<std::vector<float>> inputs;    // (G) the member's level inputs, (arrays, B_r, in)
+  std::vector<std::vector<Mlp>> blocks;      // (local, G) a copy of each local expert per member block
+  std::vector<std::vector<float>> out;       // (n) every expert's output for this trainer's batch (B, H)
+  std::vector<std::vector<float>> dx;        // (n) every expert's input gradient for this trainer's batch
+  std::vector<float> folded;                 // the local experts' weight gradients, over blocks and replicas
+};
+
 }  // namespace
 
 struct MultiTask::Impl {
@@ -181,6 +200,17 @@ struct MultiTask::Impl {
   std::vector<float*> dfeatures;
   int front_capacity = 0;
   RoutingStats stats;  // the gates' soft load (take_routing_stats)
+
+  // Expert parallel (set_group): member g of G runs experts [g n / G, (g + 1) n / G)
+  // of every level (n = S + K P, numbered shared first, then each task's), on every
+  // member's batch, each member's rows as a separate block in member order: the
+  // GEMMs each member would run alone. Weight gradients fold over the blocks in
+  // member order, then on through the replicas (as moe's do).
+  ExpertGroup* group = nullptr;
+  int members = 1, member = 0;
+  std::vector<LevelShards> shards;  // (levels)
+  std::vector<char> send, receive;
+  std::vector<int> send_bytes, receive_bytes;
 
   Impl(const std::string& k, const MultiTaskShape& s, uint64_t seed)
       : kind(k),
@@ -271,6 +301,190 @@ struct MultiTask::Impl {
   const float* shared_input(int l) const { return l == 0 ? z.data() : levels[size_t(l - 1)].shared_next.data(); }
 
   // Forward to every task's logits.
+  int experts_per_level() const { return shape.shared_experts + shape.tasks * shape.task_experts; }
+  int local_experts() const { return experts_per_level() / members; }
+  // Expert i of a level (shared first, then task t's own in order) and its input:
+  // -1 the shared input, else task t's.
+  Mlp& expert(Level& level, int i) {
+    const int S = shape.shared_experts, P = shape.task_experts;
+    return i < S ? level.shared[size_t(i)] : level.own[size_t((i - S) / P)][size_t((i - S) % P)];
+  }
+  int input_of(int i) const { return i < shape.shared_experts ? -1 : (i - shape.shared_experts) / shape.task_experts; }
+  // A level's distinct inputs: level 0 reads z everywhere; above it, the shared input and each task's.
+  int input_arrays(int l) const { return l == 0 ? 1 : 1 + shape.tasks; }
+  int input_slot(int l, int which) const { return l == 0 ? 0 : which + 1; }
+  const float* input_at(int l, int slot) const { return slot == 0 ? shared_input(l) : task_input(l, slot - 1); }
+
+  void set_group(ExpertGroup* g) {
+    group = g != nullptr && g->size() > 1 ? g : nullptr;
+    members = group != nullptr ? group->size() : 1;
+    member = group != nullptr ? group->rank() : 0;
+    if (experts_per_level() % members != 0) {
+      throw Error("layout.ep = " + std::to_string(members) + " does not divide the " +
+                      std::to_string(experts_per_level()) + " experts of each level of model.kind = " + kind +
+                      " (model.num_experts = " + std::to_string(shape.shared_experts) +
+                      " shared + model.task_experts = " + std::to_string(shape.task_experts) + " x " +
+                      std::to_string(shape.tasks) + " tasks)",
+                  "choose the experts per level as a multiple of layout.ep");
+    }
+    shards.assign(levels.size(), LevelShards{});
+    if (group == nullptr) return;
+    for (size_t l = 0; l < levels.size(); ++l) {
+      shards[l].blocks.resize(size_t(local_experts()));
+      for (int j = 0; j < local_experts(); ++j) {
+        shards[l].blocks[size_t(j)].assign(size_t(members), expert(levels[l], member * local_experts() + j));
+      }
+    }
+  }
+
+  // Level l's experts for this trainer's batch of B, through their owners: the
+  // inputs go to every member, each owner runs its experts over every member's
+  // block, and the outputs come back.
+  void forward_experts_shared(int l, int B) {
+    Level& level = levels[size_t(l)];
+    LevelShards& sh = shards[size_t(l)];
+    const int n = experts_per_level(), local = local_experts(), arrays = input_arrays(l);
+    const size_t in = size_t(level.in), H = size_t(hidden);
+    send.clear();
+    send_bytes.assign(size_t(members), 0);
+    for (int m = 0; m < members; ++m) {
+      const size_t at = send.size();
+      append(send, &B, 1);
+      for (int a = 0; a < arrays; ++a) append(send, input_at(l, a), size_t(B) * in);
+      send_bytes[size_t(m)] = int(send.size() - at);
+    }
+    group->exchange(send, send_bytes, receive, receive_bytes);
+    sh.rows.resize(size_t(members));
+    sh.inputs.resize(size_t(members));
+    size_t at = 0;
+    for (int r = 0; r < members; ++r) {
+      int rows = 0;
+      std::memcpy(&rows, receive.data() + at, sizeof(int));
+      sh.rows[size_t(r)] = rows;
+      const float* x = reinterpret_cast<const float*>(receive.data() + at + sizeof(int));
+      sh.inputs[size_t(r)].assign(x, x + size_t(arrays) * size_t(rows) * in);
+      at += size_t(receive_bytes[size_t(r)]);
+    }
+    // The owner's side: each local expert over each member's block, in member order.
+    send.clear();
+    for (int r = 0; r < members; ++r) {
+      const size_t start = send.size();
+      const size_t rows = size_t(sh.rows[size_t(r)]);
+      for (int j = 0; j < local; ++j) {
+        if (rows == 0) continue;
+        const int i = member * local + j;
+        const float* x = sh.inputs[size_t(r)].data() + size_t(input_slot(l, input_of(i))) * rows * in;
+        const float* y = sh.blocks[size_t(j)][size_t(r)].forward(params, x, int(rows));
+        append(send, y, rows * H);
+      }
+      send_bytes[size_t(r)] = int(send.size() - start);
+    }
+    group->exchange(send, send_bytes, receive, receive_bytes);
+    sh.out.resize(size_t(n));
+    const float* y = reinterpret_cast<const float*>(receive.data());
+    for (int i = 0; i < n; ++i) {
+      sh.out[size_t(i)].assign(y, y + size_t(B) * H);  // owners' parts arrive in member (so expert) order
+      y += size_t(B) * H;
+    }
+    const int S = shape.shared_experts, P = shape.task_experts;
+    for (int i = 0; i < n; ++i) {
+      const float* out = sh.out[size_t(i)].data();
+      if (i < S) {
+        level.shared_out[size_t(i)] = out;
+      } else {
+        level.own_out[size_t((i - S) / P)][size_t((i - S) % P)] = out;
+      }
+    }
+  }
+
+  // Backward of level l's experts through their owners: the output gradients go
+  // to the owners, who run each block's backward in member order, fold the
+  // weight gradients and return each block's input gradient; the home adds them
+  // in the order one trainer alone would (each task's experts, then the shared).
+  void backward_experts_shared(int l, int B, std::vector<std::vector<float>>& dtask_in, std::vector<float>& dshared_in) {
+    Level& level = levels[size_t(l)];
+    LevelShards& sh = shards[size_t(l)];
+    const int n = experts_per_level(), local = local_experts(), S = shape.shared_experts, P = shape.task_experts;
+    const size_t in = size_t(level.in), H = size_t(hidden);
+    auto dout_of = [&](int i) -> std::vector<float>& {
+      return i < S ? level.dshared[size_t(i)] : level.down[size_t((i - S) / P)][size_t((i - S) % P)];
+    };
+    send.clear();
+    send_bytes.assign(size_t(members), 0);
+    for (int m = 0; m < members; ++m) {
+      const size_t at = send.size();
+      if (B > 0) {
+        for (int j = 0; j < local; ++j) append(send, dout_of(m * local + j).data(), size_t(B) * H);
+      }
+      send_bytes[size_t(m)] = int(send.size() - at);
+    }
+    group->exchange(send, send_bytes, receive, receive_bytes);
+    // The owner's side. Its local experts' weights are one range of the buffer
+    // (a level registers its experts consecutively, shared then each task's).
+    const size_t lo = expert(level, member * local).layers().front().weight_offset();
+    const Linear& last = expert(level, member * local + local - 1).layers().back();
+    const size_t hi = last.bias_offset() + size_t(last.out());
+    sh.folded.assign(hi - lo, 0.0f);
+    bool have = false;
+    if (group->replica() > 0) {
+      group->receive_from_previous_replica(sh.folded.data(), sh.folded.size());
+      have = true;
+    }
+    std::vector<float> dx;
+    send.clear();
+    size_t at = 0;
+    for (int r = 0; r < members; ++r) {
+      const size_t start = send.size();
+      const size_t rows = size_t(sh.rows[size_t(r)]);
+      for (int j = 0; j < local; ++j) {
+        if (rows == 0) continue;
+        const int i = member * local + j;
+        Mlp& block = sh.blocks[size_t(j)][size_t(r)];
+        std::vector<float> dy(reinterpret_cast<const float*>(receive.data() + at),
+                              reinterpret_cast<const float*>(receive.data() + at) + rows * H);
+        at += rows * H * sizeof(float);
+        const float* x = sh.inputs[size_t(r)].data() + size_t(input_slot(l, input_of(i))) * rows * in;
+        dx.resize(rows * in);
+        block.backward(params, x, dy.data(), int(rows), dx.data());
+        append(send, dx.data(), rows * in);
+        const size_t begin = block.layers().front().weight_offset();
+        const Linear& end_layer = block.layers().back();
+        const size_t end = end_layer.bias_offset() + size_t(end_layer.out());
+        const float* grads = params.grads(begin);
+        float* into = sh.folded.data() + (begin - lo);
+        if (!have && r == 0) {
+          std::copy(grads, grads + (end - begin), into);
+        } else {
+          for (size_t k = 0; k < end - begin; ++k) into[k] += grads[k];
+        }
+      }
+      send_bytes[size_t(r)] = int(send.size() - start);
+    }
+    group->exchange(send, send_bytes, receive, receive_bytes);
+    sh.dx.resize(size_t(n));
+    const float* d = reinterpret_cast<const float*>(receive.data());
+    for (int i = 0; i < n; ++i) {
+      sh.dx[size_t(i)].assign(d, d + size_t(B) * in);
+      d += size_t(B) * in;
+    }
+    for (int t = 0; t < shape.tasks; ++t) {
+      for (int e = 0; e < P; ++e) add_into(dtask_in[size_t(t)], sh.dx[size_t(S + t * P + e)]);
+    }
+    for (int e = 0; e < S; ++e) add_into(dshared_in, sh.dx[size_t(e)]);
+    // Weight gradients: every expert of the level zero here but the local ones on
+    // the last replica, which hold the sum over all blocks of all replicas; the
+    // trainers' ordered all-reduce then gives every trainer that sum.
+    const size_t level_lo = expert(level, 0).layers().front().weight_offset();
+    const Linear& level_last = expert(level, n - 1).layers().back();
+    std::vector<float>& all = params.grads();
+    std::fill(all.begin() + level_lo, all.begin() + level_last.bias_offset() + size_t(level_last.out()), 0.0f);
+    if (group->replica() + 1 < group->replicas()) {
+      group->send_to_next_replica(sh.folded.data(), sh.folded.size());
+    } else {
+      std::copy(sh.folded.begin(), sh.folded.end(), all.begin() + lo);
+    }
+  }
+
   void forward(const data::Batch& batch, const std::vector<const float*>& rows) {
     const int B = batch.size, K = shape.tasks;
     reserve_front(B);
@@ -283,12 +497,16 @@ struct MultiTask::Impl {
     interaction.forward(B, features.data(), z.data());
     for (int l = 0; l < shape.levels; ++l) {
       Level& level = levels[size_t(l)];
-      for (size_t e = 0; e < level.shared.size(); ++e) {
-        level.shared_out[e] = level.shared[e].forward(params, shared_input(l), B);
-      }
-      for (int t = 0; t < K; ++t) {
-        for (size_t e = 0; e < level.own[size_t(t)].size(); ++e) {
-          level.own_out[size_t(t)][e] = level.own[size_t(t)][e].forward(params, task_input(l, t), B);
+      if (group != nullptr) {
+        forward_experts_shared(l, B);
+      } else {
+        for (size_t e = 0; e < level.shared.size(); ++e) {
+          level.shared_out[e] = level.shared[e].forward(params, shared_input(l), B);
+        }
+        for (int t = 0; t < K; ++t) {
+          for (size_t e = 0; e < level.own[size_t(t)].size(); ++e) {
+            level.own_out[size_t(t)][e] = level.own[size_t(t)][e].forward(params, task_input(l, t), B);
+          }
         }
       }
       for (int t = 0; t < K; ++t) {
@@ -379,16 +597,20 @@ struct MultiTask::Impl {
         level.shared_gate[0].backward(params, shared_input(l), B, all_sources(level), dsources, hidden,
                                       dshared_mix.data(), dshared_in.data());
       }
-      for (int t = 0; t < K; ++t) {
-        for (size_t e = 0; e < level.own[size_t(t)].size(); ++e) {
-          level.own[size_t(t)][e].backward(params, task_input(l, t), level.down[size_t(t)][e].data(), B,
-                                           scratch.data());
-          add_into(dtask_in[size_t(t)], scratch);
+      if (group != nullptr) {
+        backward_experts_shared(l, B, dtask_in, dshared_in);
+      } else {
+        for (int t = 0; t < K; ++t) {
+          for (size_t e = 0; e < level.own[size_t(t)].size(); ++e) {
+            level.own[size_t(t)][e].backward(params, task_input(l, t), level.down[size_t(t)][e].data(), B,
+                                             scratch.data());
+            add_into(dtask_in[size_t(t)], scratch);
+          }
         }
-      }
-      for (size_t e = 0; e < level.shared.size(); ++e) {
-        level.shared[e].backward(params, shared_input(l), level.dshared[e].data(), B, scratch.data());
-        add_into(dshared_in, scratch);
+        for (size_t e = 0; e < level.shared.size(); ++e) {
+          level.shared[e].backward(params, shared_input(l), level.dshared[e].data(), B, scratch.data());
+          add_into(dshared_in, scratch);
+        }
       }
       if (l > 0) {
         dmix = std::move(dtask_in);
@@ -417,13 +639,7 @@ int MultiTask::num_tables() const { return impl_->shape.front.num_tables; }
 int MultiTask::num_tasks() const { return impl_->shape.tasks; }
 const MultiTaskShape& MultiTask::shape() const { return impl_->shape; }
 
-void MultiTask::set_expert_group(ExpertGroup* group) {
-  if (group != nullptr && group->size() > 1) {
-    throw Error("layout.ep = " + std::to_string(group->size()) + ", but model.kind = " + kind() +
-                    " gates every expert densely: each sample goes to every expert, so there is nothing to dispatch",
-                "set layout.ep = 1 (data parallel over layout.dp), or model.kind = moe for top-k experts");
-  }
-}
+void MultiTask::set_expert_group(ExpertGroup* group) { impl_->set_group(group); }
 
 RoutingStats MultiTask::take_routing_stats() {
   RoutingStats out = std::move(impl_->stats);

@@ -14,8 +14,17 @@
 //
 // Experts are MLPs with ReLU after every layer (model.expert_mlp); towers are
 // model.tower_mlp hidden layers and a width-1 output. The loss of a sample is the
-// sum of its tasks' losses. Every expert sees every sample (the gates are dense),
-// so there is nothing to dispatch: layout.ep > 1 is refused with the reason.
+// sum of its tasks' losses. Every expert sees every sample (the gates are dense).
+//
+// Expert parallel (set_expert_group, layout.ep = G): member g runs experts
+// [g n / G, (g + 1) n / G) of every level (n = shared + tasks x task experts,
+// shared first), on every member's batch: the level's inputs go to every member by
+// all-to-all, each member's rows run as a separate block (the GEMMs that member
+// would run alone), the outputs come back, and backward returns each block's input
+// gradient, which the home adds in the order one trainer would. Weight gradients
+// fold over the blocks in member order and on through the replicas, and the
+// trainers sum the dense gradients in trainer order, so any dp x ep ends
+// bit-identical to ep = 1. The storage stays whole on every trainer.
 #pragma once
 
 #include <cstdint>
@@ -79,6 +88,9 @@ class MultiTask final : public Model {
   // level, each level's shared experts first, then task 0's, task 1's, ... (a
   // collapsed gate shows as one expert taking most of the load: max_mean_load).
   RoutingStats take_routing_stats() override;
+  // In trainer order (comm::ordered_allreduce_sum), so that the expert-parallel
+  // fold of the expert gradients and ep = 1 add the same terms in the same order.
+  bool sums_gradients_in_trainer_order() const override { return true; }
 
  private:
   struct Impl;

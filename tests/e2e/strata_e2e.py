@@ -912,8 +912,9 @@ def case_hstu_tiered_equals_ps(r):
 def case_multi_task(r):
     """model.kind = mmoe and ple on two-task synthetic data: every task's eval AUC
     beats chance and stays below its teacher's; tiered (with L1 and L2 evicting) ==
-    ps bit for bit; a single-task model on multi-task data, ep > 1, too many tasks and
-    a bad expert list are refused naming the keys."""
+    ps bit for bit; ep = 2 == ep = 1 bit for bit for both; a single-task model on
+    multi-task data, experts per level that ep does not divide, too many tasks and a
+    bad expert list are refused naming the keys."""
     common = ["--data.synthetic_tasks=2", "--train.steps=120", "--data.synthetic_eval_samples=8192",
               "--model.num_experts=3", "--model.expert_mlp=16,8", "--model.tower_mlp=8"]
     for kind, extra in (("mmoe", []), ("ple", ["--model.task_experts=1", "--model.ple_levels=2"])):
@@ -957,8 +958,22 @@ def case_multi_task(r):
     assert from_csv["params_digest"] == from_h5["params_digest"], "multi-task HDF5 trained other numbers than its CSV"
     r.expect_error("dlrm_on_two_tasks", 3, "--data.synthetic_tasks=2",
                    contains=["model.kind = dlrm", "data.synthetic_tasks"], code=2, one_message=True)
-    r.expect_error("mmoe_ep", 4, "--model.kind=mmoe", *common, "--layout.trainers=2", "--layout.ep=2",
-                   contains=["layout.ep = 2", "mmoe"])
+    # Expert parallel: each trainer runs half of every level's experts on both
+    # trainers' batches, and the numbers are those of ep = 1.
+    four = [o for o in common if not o.startswith("--model.num_experts=")]
+    for kind, extra in (("mmoe", ["--model.num_experts=4"]),
+                        ("ple", ["--model.num_experts=2", "--model.task_experts=1", "--model.ple_levels=2"])):
+        one = r.run(f"{kind}_ep1", 4, f"--model.kind={kind}", *four, *extra, "--layout.trainers=2", "--store.mode=ps")
+        two = r.run(f"{kind}_ep2", 4, f"--model.kind={kind}", *four, *extra, "--layout.trainers=2", "--layout.ep=2",
+                    "--store.mode=ps")
+        assert two["layout"]["ep"] == 2 and two["bytes"]["trainer_experts"] > 0, (two["layout"], two["bytes"])
+        assert two["params_digest"] == one["params_digest"], f"{kind}: ep=2 differs from ep=1"
+        assert [t["eval_auc"] for t in two["tasks"]] == [t["eval_auc"] for t in one["tasks"]], (one["tasks"], two["tasks"])
+        print(f"{kind}: ep 2 == ep 1 ({one['params_digest'][:16]}), expert bytes {two['bytes']['trainer_experts']}")
+    r.expect_error("mmoe_ep_does_not_divide", 4, "--model.kind=mmoe", *common, "--layout.trainers=2", "--layout.ep=2",
+                   contains=["layout.ep = 2", "model.num_experts = 3"])
+    r.expect_error("ple_ep_does_not_divide", 4, "--model.kind=ple", *common, "--model.task_experts=1",
+                   "--layout.trainers=2", "--layout.ep=2", contains=["layout.ep = 2", "model.task_experts"])
     r.expect_error("ple_bad_expert_mlp", 3, "--model.kind=ple", "--model.expert_mlp=8,x",
                    contains=["model.expert_mlp"], code=2)
     r.expect_error("too_many_tasks", 3, "--model.kind=mmoe", "--data.synthetic_tasks=17",

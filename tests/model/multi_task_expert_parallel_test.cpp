@@ -1,0 +1,124 @@
+// MultiTask (mmoe, CGC, two-level ple) under expert parallel, on 2 and 4 ranks:
+// every layout dp x ep of the rank count gives bit for bit the dense gradients
+// (after the trainers' sum in trainer order), row gradients, losses and
+// predictions of ep = 1, where each rank runs every expert on its own batch.
+// The ranks' batches differ in size, and one rank's is a single sample.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "comm/collectives.hpp"
+#include "comm/mpi_expert_group.hpp"
+#include "comm/parallel_groups.hpp"
+#include "common/error.hpp"
+#include "model/multi_task.hpp"
+#include "model_test_util.hpp"
+
+using namespace strata::model;
+using namespace strata::model::testing;
+using strata::ModelOptions;
+
+namespace {
+
+struct Case {
+  const char* kind;
+  int shared, task_experts, levels, tasks;
+};
+
+ModelOptions options_of(const Case& c) {
+  ModelOptions o;
+  o.kind = c.kind;
+  o.embedding_dim = 4;
+  o.bottom_mlp = "6,4";
+  o.expert_mlp = "5,3";
+  o.tower_mlp = "4";
+  o.num_experts = c.shared;
+  o.task_experts = c.task_experts;
+  o.ple_levels = c.levels;
+  return o;
+}
+
+struct StepResult {
+  double loss = 0;
+  std::vector<float> dense;              // after the sum over the ranks in rank order
+  std::vector<std::vector<float>> rows;  // this rank's row gradients
+  std::vector<float> probs;              // predictions after the updates
+};
+
+// Two steps of plain SGD (the second sees trained weights), then predict.
+StepResult train(const Case& c, ExpertGroup* group) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MultiTask model(options_of(c), 3, 3, c.tasks, 5);
+  model.set_expert_group(group);
+  EXPECT_TRUE(model.sums_gradients_in_trainer_order());
+  Fixture f = click_fixture(rank == 1 ? 1 : 7 + 2 * rank, c.tasks, 4, 30 + uint64_t(rank));
+  StepResult result;
+  for (int step = 0; step < 2; ++step) {
+    result.loss = model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f / (8.0f * size));
+    auto& p = model.parameters();
+    strata::comm::ordered_allreduce_sum(p.grads().data(), int(p.size()), MPI_COMM_WORLD);
+    for (size_t i = 0; i < p.size(); ++i) p.values()[i] -= 0.5f * p.grads()[i];
+  }
+  result.dense = model.parameters().grads();
+  result.rows = f.grads;
+  result.probs.resize(size_t(f.batch.size) * size_t(c.tasks));
+  model.predict(f.batch, f.row_ptrs(), result.probs.data());
+  return result;
+}
+
+bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+class MultiTaskExpertParallel : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MultiTaskExpertParallel, EveryLayoutEqualsEpOneBitForBit) {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const Case c = GetParam();
+  const int per_level = c.shared + (std::string(c.kind) == "ple" ? c.task_experts * c.tasks : 0);
+  const StepResult reference = train(c, nullptr);
+  int layouts = 0;
+  for (int ep = 2; ep <= size; ++ep) {
+    if (size % ep != 0 || per_level % ep != 0) continue;
+    strata::comm::ParallelGroups groups(MPI_COMM_WORLD, strata::ParallelLayout{size / ep, 1, ep});
+    strata::comm::MpiExpertGroup group(groups);
+    const StepResult shared = train(c, &group);
+    const std::string layout = std::string(c.kind) + " dp " + std::to_string(size / ep) + " x ep " + std::to_string(ep);
+    EXPECT_EQ(shared.loss, reference.loss) << layout;
+    EXPECT_TRUE(bits_equal(shared.dense, reference.dense)) << layout;
+    for (size_t t = 0; t < reference.rows.size(); ++t) EXPECT_TRUE(bits_equal(shared.rows[t], reference.rows[t]));
+    EXPECT_TRUE(bits_equal(shared.probs, reference.probs)) << layout;
+    EXPECT_GT(group.bytes_exchanged(), 0u) << layout;
+    ++layouts;
+  }
+  EXPECT_GT(layouts, 0) << "no layout divides the experts of " << c.kind;
+}
+
+// mmoe with 4 shared experts; CGC (one level) and a two-level ple with 2 shared and
+// 1 per task of 2 tasks: 4 experts per level.
+INSTANTIATE_TEST_SUITE_P(Kinds, MultiTaskExpertParallel,
+                         ::testing::Values(Case{"mmoe", 4, 0, 1, 2}, Case{"ple", 2, 1, 1, 2}, Case{"ple", 2, 1, 2, 2}));
+
+TEST(MultiTaskExpertParallelRefusal, ExpertsPerLevelMustDivide) {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  strata::comm::ParallelGroups groups(MPI_COMM_WORLD, strata::ParallelLayout{1, 1, size});
+  strata::comm::MpiExpertGroup group(groups);
+  MultiTask model(options_of(Case{"ple", 1, 1, 1, 2}), 3, 3, 2, 5);  // 3 experts per level
+  try {
+    model.set_expert_group(&group);
+    ADD_FAILURE() << "3 experts per level split over " << size;
+  } catch (const strata::Error& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("layout.ep = " + std::to_string(size)), std::string::npos) << text;
+    EXPECT_NE(text.find("model.task_experts"), std::string::npos) << text;
+  }
+}
+
+}  // namespace
