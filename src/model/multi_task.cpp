@@ -337,13 +337,34 @@ struct MultiTask::Impl {
     }
   }
 
+  // fn(r, j, i, rows, x) for every member r's block (rows > 0) of every local
+  // expert j (level index i, input x), in member order; what fn appends to `send`
+  // goes back to member r.
+  template <class F>
+  void over_blocks(int l, F&& fn) {
+    const LevelShards& sh = shards[size_t(l)];
+    const int local = local_experts();
+    const size_t in = size_t(levels[size_t(l)].in);
+    send.clear();
+    send_bytes.assign(size_t(members), 0);
+    for (int r = 0; r < members; ++r) {
+      const size_t start = send.size();
+      const size_t rows = size_t(sh.rows[size_t(r)]);
+      for (int j = 0; j < local && rows > 0; ++j) {
+        const int i = member * local + j;
+        fn(r, j, i, rows, sh.inputs[size_t(r)].data() + size_t(input_slot(l, input_of(i))) * rows * in);
+      }
+      send_bytes[size_t(r)] = int(send.size() - start);
+    }
+  }
+
   // Level l's experts for this trainer's batch of B, through their owners: the
   // inputs go to every member, each owner runs its experts over every member's
   // block, and the outputs come back.
   void forward_experts_shared(int l, int B) {
     Level& level = levels[size_t(l)];
     LevelShards& sh = shards[size_t(l)];
-    const int n = experts_per_level(), local = local_experts(), arrays = input_arrays(l);
+    const int n = experts_per_level(), arrays = input_arrays(l);
     const size_t in = size_t(level.in), H = size_t(hidden);
     send.clear();
     send_bytes.assign(size_t(members), 0);
@@ -366,19 +387,10 @@ struct MultiTask::Impl {
       at += size_t(receive_bytes[size_t(r)]);
     }
     // The owner's side: each local expert over each member's block, in member order.
-    send.clear();
-    for (int r = 0; r < members; ++r) {
-      const size_t start = send.size();
-      const size_t rows = size_t(sh.rows[size_t(r)]);
-      for (int j = 0; j < local; ++j) {
-        if (rows == 0) continue;
-        const int i = member * local + j;
-        const float* x = sh.inputs[size_t(r)].data() + size_t(input_slot(l, input_of(i))) * rows * in;
-        const float* y = sh.blocks[size_t(j)][size_t(r)].forward(params, x, int(rows));
-        append(send, y, rows * H);
-      }
-      send_bytes[size_t(r)] = int(send.size() - start);
-    }
+    over_blocks(l, [&](int r, int j, int, size_t rows, const float* x) {
+      const float* y = sh.blocks[size_t(j)][size_t(r)].forward(params, x, int(rows));
+      append(send, y, rows * H);
+    });
     group->exchange(send, send_bytes, receive, receive_bytes);
     sh.out.resize(size_t(n));
     const float* y = reinterpret_cast<const float*>(receive.data());
@@ -430,36 +442,27 @@ struct MultiTask::Impl {
       group->receive_from_previous_replica(sh.folded.data(), sh.folded.size());
       have = true;
     }
-    std::vector<float> dx;
-    send.clear();
+    std::vector<float> dx, dy;
     size_t at = 0;
-    for (int r = 0; r < members; ++r) {
-      const size_t start = send.size();
-      const size_t rows = size_t(sh.rows[size_t(r)]);
-      for (int j = 0; j < local; ++j) {
-        if (rows == 0) continue;
-        const int i = member * local + j;
-        Mlp& block = sh.blocks[size_t(j)][size_t(r)];
-        std::vector<float> dy(reinterpret_cast<const float*>(receive.data() + at),
-                              reinterpret_cast<const float*>(receive.data() + at) + rows * H);
-        at += rows * H * sizeof(float);
-        const float* x = sh.inputs[size_t(r)].data() + size_t(input_slot(l, input_of(i))) * rows * in;
-        dx.resize(rows * in);
-        block.backward(params, x, dy.data(), int(rows), dx.data());
-        append(send, dx.data(), rows * in);
-        const size_t begin = block.layers().front().weight_offset();
-        const Linear& end_layer = block.layers().back();
-        const size_t end = end_layer.bias_offset() + size_t(end_layer.out());
-        const float* grads = params.grads(begin);
-        float* into = sh.folded.data() + (begin - lo);
-        if (!have && r == 0) {
-          std::copy(grads, grads + (end - begin), into);
-        } else {
-          for (size_t k = 0; k < end - begin; ++k) into[k] += grads[k];
-        }
+    over_blocks(l, [&](int r, int j, int, size_t rows, const float* x) {
+      Mlp& block = sh.blocks[size_t(j)][size_t(r)];
+      const float* received = reinterpret_cast<const float*>(receive.data() + at);
+      dy.assign(received, received + rows * H);
+      at += rows * H * sizeof(float);
+      dx.resize(rows * in);
+      block.backward(params, x, dy.data(), int(rows), dx.data());
+      append(send, dx.data(), rows * in);
+      const size_t begin = block.layers().front().weight_offset();
+      const Linear& end_layer = block.layers().back();
+      const size_t end = end_layer.bias_offset() + size_t(end_layer.out());
+      const float* grads = params.grads(begin);
+      float* into = sh.folded.data() + (begin - lo);
+      if (!have && r == 0) {
+        std::copy(grads, grads + (end - begin), into);
+      } else {
+        for (size_t k = 0; k < end - begin; ++k) into[k] += grads[k];
       }
-      send_bytes[size_t(r)] = int(send.size() - start);
-    }
+    });
     group->exchange(send, send_bytes, receive, receive_bytes);
     sh.dx.resize(size_t(n));
     const float* d = reinterpret_cast<const float*>(receive.data());
