@@ -105,6 +105,25 @@ TEST_P(MultiTaskExpertParallel, EveryLayoutEqualsEpOneBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Kinds, MultiTaskExpertParallel,
                          ::testing::Values(Case{"mmoe", 4, 0, 1, 2}, Case{"ple", 2, 1, 1, 2}, Case{"ple", 2, 1, 2, 2}));
 
+// Evaluation: a trainer whose stream has ended takes part with an empty batch;
+// the others' predictions are those of ep = 1.
+TEST(MultiTaskExpertParallelEval, EmptyBatchTakesPart) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const Case c{"ple", 2, 1, 2, 2};
+  Fixture f = click_fixture(rank == size - 1 ? 0 : 5, c.tasks, 4, 70 + uint64_t(rank));
+  MultiTask alone(options_of(c), 3, 3, c.tasks, 5);
+  std::vector<float> expected(size_t(f.batch.size) * c.tasks), got(expected.size());
+  if (f.batch.size > 0) alone.predict(f.batch, f.row_ptrs(), expected.data());
+  strata::comm::ParallelGroups groups(MPI_COMM_WORLD, strata::ParallelLayout{1, 1, size});
+  strata::comm::MpiExpertGroup group(groups);
+  MultiTask shared(options_of(c), 3, 3, c.tasks, 5);
+  shared.set_expert_group(&group);
+  shared.predict(f.batch, f.row_ptrs(), got.data());
+  EXPECT_TRUE(bits_equal(got, expected));
+}
+
 TEST(MultiTaskExpertParallelRefusal, ExpertsPerLevelMustDivide) {
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
