@@ -1,17 +1,9 @@
-// Moe: DLRM's bottom MLP, pooled bags and dot interaction, then a top-k gated
-// mixture of expert towers instead of the one top MLP. Each expert is a top MLP
-// (model.top_mlp widths, then width 1) on the interaction output; a sample's logit
-// is the sum of its chosen experts' outputs times their gate weights
-// (model/expert_router.hpp: top_k, capacity_factor, the load-balancing loss).
-//
-// Expert parallel (set_expert_group): member g of a group of G runs only experts
-// [g E / G, (g + 1) E / G), on the samples every member routes to them, moved by
-// all-to-all. Each expert runs every member's samples as a separate block, in
-// member order, the same block that member would run alone, and folds the blocks'
-// weight gradients in member order (then on through the replicas in other groups):
-// so a dropless run ends bit-identical to layout.ep = 1 on the same global batch
-// once the trainers sum the gradients in trainer order. A member stores only its
-// own experts' weights (and so its optimizer only their state): E / G of them.
+// Moe: DLRM's bottom MLP, pooled bags and dot interaction followed by a MoeTower
+// (model/moe_tower.hpp): a top-k gated mixture of expert towers instead of the one
+// top MLP, each expert a top MLP (model.top_mlp widths, then width 1), with the
+// gate's routing (model/expert_router.hpp: top_k, capacity_factor, the
+// load-balancing loss) and expert parallel over set_expert_group's members, each
+// storing its own experts only.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +17,7 @@
 #include "model/dense_parameters.hpp"
 #include "model/dlrm.hpp"
 #include "model/model.hpp"
+#include "model/moe_tower.hpp"
 
 namespace strata::model {
 
@@ -44,6 +37,10 @@ void check_moe_options(const ModelOptions& options);
 
 // dlrm_shape plus check_moe_options.
 MoeShape moe_shape(const ModelOptions& options, int num_dense, int num_tables);
+
+// A MoeTower's shape from the model.* expert keys (check_moe_options), on an input of
+// `width` with experts of the given layer widths (the last 1): din's model.tower = moe.
+MoeTowerShape moe_tower_shape(const ModelOptions& options, int width, const std::vector<int>& expert);
 
 class Moe final : public Model {
  public:
