@@ -47,18 +47,6 @@ void check_moe_options(const ModelOptions& options) {
   }
 }
 
-MoeShape moe_shape(const ModelOptions& options, int num_dense, int num_tables) {
-  check_moe_options(options);
-  MoeShape shape;
-  shape.dlrm = dlrm_shape(options, num_dense, num_tables);
-  shape.num_experts = options.num_experts;
-  shape.top_k = options.top_k;
-  shape.capacity_factor = options.capacity_factor;
-  shape.eval_capacity_factor = options.eval_capacity_factor;
-  shape.aux_loss_weight = float(options.aux_loss_weight);
-  return shape;
-}
-
 MoeTowerShape moe_tower_shape(const ModelOptions& options, int width, const std::vector<int>& expert) {
   check_moe_options(options);
   MoeTowerShape tower;
@@ -72,21 +60,12 @@ MoeTowerShape moe_tower_shape(const ModelOptions& options, int width, const std:
   return tower;
 }
 
-namespace {
-
-MoeTowerShape tower_of(const MoeShape& s) {
-  MoeTowerShape tower;
-  tower.width = s.dlrm.interaction_width();
-  tower.expert = s.dlrm.top;
-  tower.num_experts = s.num_experts;
-  tower.top_k = s.top_k;
-  tower.capacity_factor = s.capacity_factor;
-  tower.eval_capacity_factor = s.eval_capacity_factor;
-  tower.aux_loss_weight = s.aux_loss_weight;
-  return tower;
+MoeShape moe_shape(const ModelOptions& options, int num_dense, int num_tables) {
+  MoeShape shape;
+  shape.dlrm = dlrm_shape(options, num_dense, num_tables);
+  shape.tower = moe_tower_shape(options, shape.dlrm.interaction_width(), shape.dlrm.top);
+  return shape;
 }
-
-}  // namespace
 
 struct Moe::Impl {
   MoeShape shape;
@@ -111,7 +90,7 @@ struct Moe::Impl {
       : shape(s),
         width(s.dlrm.interaction_width()),
         bottom(params, "bottom", s.dlrm.num_dense, s.dlrm.bottom, /*relu_last=*/true),
-        tower(params, tower_of(s)),
+        tower(params, s.tower),
         interaction(s.dlrm.num_tables + 1, s.dlrm.dim),
         pooling(size_t(s.dlrm.num_tables), EmbeddingBagPooling(s.dlrm.dim, s.dlrm.pooling)),
         features(size_t(s.dlrm.num_tables) + 1),
@@ -180,7 +159,7 @@ double Moe::forward_backward(const data::Batch& batch, const std::vector<const f
   const int B = batch.size;
   const float* logits = m.forward(batch, rows, /*training=*/true);
   const double total = m.loss.forward_backward(B, logits, batch.labels.data(), loss_scale, m.dlogits.data());
-  m.tower.backward(m.params, m.z.data(), m.dlogits.data(), m.shape.aux_loss_weight * loss_scale, B, m.dz.data());
+  m.tower.backward(m.params, m.z.data(), m.dlogits.data(), m.shape.tower.aux_loss_weight * loss_scale, B, m.dz.data());
   // The front.
   m.dfeatures[0] = m.dx0.data();
   for (int t = 0; t < m.shape.dlrm.num_tables; ++t) m.dfeatures[size_t(t) + 1] = m.pooled_table(m.dpooled, t);

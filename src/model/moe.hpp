@@ -22,12 +22,8 @@
 namespace strata::model {
 
 struct MoeShape {
-  DlrmShape dlrm;               // bottom, pooling, interaction; dlrm.top is one expert's widths (last 1)
-  int num_experts = 1;
-  int top_k = 1;
-  double capacity_factor = 0;   // 0 = dropless
-  double eval_capacity_factor = 0;  // predict's capacity; 0 = dropless
-  float aux_loss_weight = 0;
+  DlrmShape dlrm;       // bottom, pooling, interaction; dlrm.top is one expert's widths (last 1)
+  MoeTowerShape tower;  // on the interaction output
 };
 
 // The expert keys alone (the deck checks them before any rank starts): strata::Error
