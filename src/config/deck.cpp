@@ -93,6 +93,9 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("model.din_history_table", o.model.din_history_table,
     "din: table whose bags are history items then the candidate (-1 = the last table)");
   v("model.din_attention_mlp", o.model.din_attention_mlp, "din: activation unit hidden widths (a width-1 output is added)");
+  v("model.din_tower", o.model.din_tower,
+    "din: mlp (the top MLP) | moe (a top-k gated mixture of top-MLP experts: model.num_experts, top_k, "
+    "capacity_factor, aux_loss_weight; layout.ep shards them)");
   v("model.sasrec_blocks", o.model.sasrec_blocks, "sasrec: self-attention blocks");
   v("model.sasrec_heads", o.model.sasrec_heads, "sasrec: attention heads (must divide embedding_dim)");
   v("model.sasrec_max_len", o.model.sasrec_max_len,
@@ -231,6 +234,7 @@ const std::map<std::string, std::vector<std::string>>& choices() {
       {"tune.sampler", {"tpe", "random", "cmaes"}},
       {"tune.objective", {"samples_per_s", "eval_auc", "eval_logloss"}},
       {"model.kind", {"dlrm", "din", "sasrec", "hstu", "moe", "mmoe", "ple"}},
+      {"model.din_tower", {"mlp", "moe"}},
       {"model.pooling", {"sum", "mean"}},
       {"optim.dense", {"adam", "adagrad", "sgd"}},
       {"optim.sparse", {"adagrad", "sgd", "adam"}},
@@ -568,17 +572,24 @@ void validate(const RunOptions& options) {
                   "set model." + options.model.kind + "_heads to a multiple of layout.sp, or layout.sp_mode = ring");
     }
   }
-  const bool has_experts =
-      options.model.kind == "moe" || options.model.kind == "mmoe" || options.model.kind == "ple";
+  const bool moe_tower = options.model.kind == "din" && options.model.din_tower == "moe";
+  if (options.model.din_tower != "mlp" && options.model.kind != "din") {
+    throw Error("model.din_tower = " + options.model.din_tower + " is din's, but model.kind = " + options.model.kind,
+                "drop model.din_tower (for DLRM with experts set model.kind = moe)");
+  }
+  const bool has_experts = options.model.kind == "moe" || moe_tower || options.model.kind == "mmoe" ||
+                           options.model.kind == "ple";
   if (parallel.ep > 1 && !has_experts) {
     throw Error("layout.ep = " + std::to_string(parallel.ep) + " shards experts, but model.kind = " +
-                    options.model.kind + " has none",
-                "set model.kind = moe, mmoe or ple, or layout.ep = 1");
+                    options.model.kind + (options.model.kind == "din" ? " with model.din_tower = mlp" : "") +
+                    " has none",
+                "set model.kind = moe, mmoe or ple (or din with model.din_tower = moe), or layout.ep = 1");
   }
-  if (options.model.kind == "moe") model::check_moe_options(options.model);
+  if (options.model.kind == "moe" || moe_tower) model::check_moe_options(options.model);
   if (options.model.kind == "mmoe" || options.model.kind == "ple") model::check_multi_task_options(options.model);
   // (ple's levels also hold each task's experts: the model checks their sum, which needs the task count.)
-  if ((options.model.kind == "moe" || options.model.kind == "mmoe") && options.model.num_experts % parallel.ep != 0) {
+  if ((options.model.kind == "moe" || moe_tower || options.model.kind == "mmoe") &&
+      options.model.num_experts % parallel.ep != 0) {
     throw Error("layout.ep = " + std::to_string(parallel.ep) + " does not divide model.num_experts = " +
                     std::to_string(options.model.num_experts),
                 "choose model.num_experts as a multiple of layout.ep: every expert-parallel trainer holds as many "

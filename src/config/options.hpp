@@ -75,6 +75,7 @@ struct ModelOptions {
   float row_init_scale = 0.05f;           // new rows are uniform in [-scale, scale]
   int din_history_table = -1;             // din: table of target-last history bags (-1 = the last table)
   std::string din_attention_mlp = "36";   // din: activation unit hidden widths (a width-1 output is added)
+  std::string din_tower = "mlp";          // din: the top MLP (mlp) or a mixture of top-MLP experts (moe)
   int sasrec_blocks = 2;                  // sasrec: self-attention blocks
   int sasrec_heads = 1;                   // sasrec: attention heads (must divide embedding_dim)
   int sasrec_max_len = 200;               // sasrec: longest history, rows of the positional embedding (>= data.max_seq_len)

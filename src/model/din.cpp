@@ -13,6 +13,7 @@
 #include "model/dlrm.hpp"
 #include "model/embedding_bag_pooling.hpp"
 #include "model/mlp.hpp"
+#include "model/moe.hpp"
 
 namespace strata::model {
 
@@ -38,6 +39,12 @@ DinShape din_shape(const ModelOptions& options, int num_dense, int num_tables) {
   }
   shape.attention = parse_layer_widths(options.din_attention_mlp, "model.din_attention_mlp");
   shape.attention.push_back(1);
+  if (options.din_tower == "moe") {
+    shape.moe_tower = true;
+    shape.tower = moe_tower_shape(options, shape.top_input_width(), shape.top);
+  } else if (options.din_tower != "mlp") {
+    throw Error("model.din_tower = " + options.din_tower + " is not a tower", "set model.din_tower = mlp or moe");
+  }
   return shape;
 }
 
@@ -46,7 +53,8 @@ struct Din::Impl {
   DenseParameters params;
   Mlp bottom;
   Mlp attention;  // the activation unit: (4 dim) -> ... -> 1
-  Mlp top;
+  std::unique_ptr<Mlp> top;         // model.din_tower = mlp
+  std::unique_ptr<MoeTower> tower;  // model.din_tower = moe
   std::vector<EmbeddingBagPooling> pooling;  // one per table; the history table's is unused
   BceLoss loss;
 
@@ -66,12 +74,18 @@ struct Din::Impl {
       : shape(s),
         bottom(params, "bottom", s.num_dense, s.bottom, /*relu_last=*/true),
         attention(params, "attention", 4 * s.dim, s.attention, /*relu_last=*/false),
-        top(params, "top", s.top_input_width(), s.top, /*relu_last=*/false),
         pooling(size_t(s.num_tables), EmbeddingBagPooling(s.dim, backend::PoolingMode::kSum)) {
+    // The tower registers last: expert parallel keeps the slices before it and a member's own experts.
+    if (s.moe_tower) {
+      tower = std::make_unique<MoeTower>(params, s.tower);
+    } else {
+      top = std::make_unique<Mlp>(params, "top", s.top_input_width(), s.top, /*relu_last=*/false);
+    }
     params.finalize();
     bottom.init(params, seed);
     attention.init(params, seed);
-    top.init(params, seed);
+    if (top) top->init(params, seed);
+    if (tower) tower->init(params, seed);
   }
 
   void check(const data::Batch& batch, const std::vector<const float*>& rows,
@@ -94,7 +108,7 @@ struct Din::Impl {
   float* table_block(std::vector<float>& buffer, int t, int B) { return buffer.data() + size_t(t) * B * shape.dim; }
 
   // Runs the network up to the logits; returns them (B).
-  const float* forward(const data::Batch& batch, const std::vector<const float*>& rows) {
+  const float* forward(const data::Batch& batch, const std::vector<const float*>& rows, bool training) {
     const int B = batch.size, T = shape.num_tables, D = shape.dim, h = shape.history_table;
     const size_t W = size_t(shape.top_input_width());
     pooled.resize(size_t(T) * B * D);
@@ -103,7 +117,7 @@ struct Din::Impl {
     top_in.resize(size_t(B) * W);
     candidate_row.assign(B, -1);
     bottom.reserve(B);
-    top.reserve(B);
+    if (top) top->reserve(B);
     const float* x0 = bottom.forward(params, batch.dense.data(), B);
     for (int t = 0; t < T; ++t) {
       if (t != h) pooling[t].forward(batch.tables[t], B, rows[t], table_block(pooled, t, B));
@@ -160,15 +174,20 @@ struct Din::Impl {
       std::memcpy(x, &interest[size_t(b) * D], sizeof(float) * D);
       std::memcpy(x + D, &candidate[size_t(b) * D], sizeof(float) * D);
     }
-    return top.forward(params, top_in.data(), B);
+    return tower ? tower->forward(params, top_in.data(), B, training) : top->forward(params, top_in.data(), B);
   }
 
   void backward(const data::Batch& batch, const std::vector<const float*>& rows,
-                const std::vector<float*>& row_grads) {
+                const std::vector<float*>& row_grads, float loss_scale) {
     const int B = batch.size, T = shape.num_tables, D = shape.dim, h = shape.history_table;
     const size_t W = size_t(shape.top_input_width());
     dtop_in.resize(size_t(B) * W);
-    top.backward(params, top_in.data(), dlogits.data(), B, dtop_in.data());
+    if (tower) {
+      tower->backward(params, top_in.data(), dlogits.data(), shape.tower.aux_loss_weight * loss_scale, B,
+                      dtop_in.data());
+    } else {
+      top->backward(params, top_in.data(), dlogits.data(), B, dtop_in.data());
+    }
 
     dx0.resize(size_t(B) * D);
     dpooled.resize(size_t(T) * B * D);
@@ -263,18 +282,32 @@ double Din::forward_backward(const data::Batch& batch, const std::vector<const f
   Impl& m = *impl_;
   m.check(batch, rows, &row_grads);
   const int B = batch.size;
-  const float* logits = m.forward(batch, rows);
+  const float* logits = m.forward(batch, rows, /*training=*/true);
   m.dlogits.resize(B);
   const double loss = m.loss.forward_backward(B, logits, batch.labels.data(), loss_scale, m.dlogits.data());
-  m.backward(batch, rows, row_grads);
+  m.backward(batch, rows, row_grads, loss_scale);
   return loss;
 }
 
 void Din::predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) {
   Impl& m = *impl_;
   m.check(batch, rows, nullptr);
-  const float* logits = m.forward(batch, rows);
+  const float* logits = m.forward(batch, rows, /*training=*/false);
   backend::sigmoid(batch.size, logits, probs);
 }
+
+void Din::set_expert_group(ExpertGroup* group) {
+  if (impl_->tower) {
+    impl_->tower->set_group(group, impl_->params);
+  } else {
+    Model::set_expert_group(group);  // refuses a group of more than one: no experts
+  }
+}
+
+const DenseSharding* Din::dense_sharding() const { return impl_->tower ? impl_->tower->sharding() : nullptr; }
+
+bool Din::sums_gradients_in_trainer_order() const { return impl_->tower != nullptr; }
+
+RoutingStats Din::take_routing_stats() { return impl_->tower ? impl_->tower->take_stats() : RoutingStats{}; }
 
 }  // namespace strata::model

@@ -10,7 +10,9 @@
 // which keeps the intensity of interest). The top MLP reads
 // [bottom_mlp(dense), pooled bag of every other table, interest, e_c] and ends in one
 // logit for sigmoid + BCE. A bag of one key has no history (interest 0); an empty
-// bag has neither history nor candidate (both 0).
+// bag has neither history nor candidate (both 0). With model.din_tower = moe a
+// MoeTower (top-k gated experts, each a top MLP) reads that input instead of the
+// one top MLP: expert parallel over layout.ep, as model.kind = moe.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +24,7 @@
 #include "data/batch.hpp"
 #include "model/dense_parameters.hpp"
 #include "model/model.hpp"
+#include "model/moe_tower.hpp"
 
 namespace strata::model {
 
@@ -33,6 +36,8 @@ struct DinShape {
   std::vector<int> bottom;         // bottom MLP widths; the last is dim
   std::vector<int> attention;      // activation unit widths; the last is 1
   std::vector<int> top;            // top MLP widths; the last is 1
+  bool moe_tower = false;          // model.din_tower = moe: experts of the top MLP's widths instead of it
+  MoeTowerShape tower;             // (moe_tower) on the top MLP's input
   int top_input_width() const { return (num_tables + 2) * dim; }
 };
 
@@ -58,6 +63,12 @@ class Din final : public Model {
   double forward_backward(const data::Batch& batch, const std::vector<const float*>& rows,
                           const std::vector<float*>& row_grads, float loss_scale) override;
   void predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) override;
+
+  // model.din_tower = moe only (else the defaults: no experts).
+  void set_expert_group(ExpertGroup* group) override;
+  const DenseSharding* dense_sharding() const override;
+  bool sums_gradients_in_trainer_order() const override;
+  RoutingStats take_routing_stats() override;
 
  private:
   struct Impl;

@@ -167,7 +167,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
   if (!root.routing.routed.empty()) {
     summary["experts"] = routing_json(root.routing);
     summary["experts"]["num_experts"] = options.model.num_experts;
-    if (options.model.kind == "moe") {
+    if (options.model.kind == "moe" || options.model.din_tower == "moe") {
       summary["experts"]["top_k"] = options.model.top_k;
       summary["experts"]["capacity_factor"] = options.model.capacity_factor;
     } else {

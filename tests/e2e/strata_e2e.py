@@ -1023,6 +1023,22 @@ def case_moe_expert_parallel(r):
         s = r.run(f"moe_dp{dp}_ep{ep}", 6, *moe, *four, f"--layout.dp={dp}", f"--layout.ep={ep}", "--store.mode=ps")
         assert s["params_digest"] == d4["params_digest"], f"moe: dp {dp} x ep {ep} differs from dp 4"
 
+    # DIN with experts in place of its top MLP (model.din_tower = moe): the same
+    # tower, so ep = 2 == ep = 1 and tiered == ps; it learns.
+    din = ["--model.kind=din", "--model.din_tower=moe", "--model.num_experts=4", "--model.top_k=2",
+           "--data.synthetic_history_length=24", "--train.steps=40", "--data.synthetic_eval_samples=2048", *two]
+    din1 = r.run("din_moe_ep1", 4, *din, "--layout.ep=1", "--store.mode=ps")
+    din2 = r.run("din_moe_ep2", 4, *din, "--layout.ep=2", "--store.mode=ps")
+    din2t = r.run("din_moe_ep2_tiered", 4, *din, "--layout.ep=2", "--store.mode=tiered")
+    assert din2["params_digest"] == din1["params_digest"], "din moe tower: ep=2 differs from ep=1"
+    assert din2t["params_digest"] == din1["params_digest"], "din moe tower: tiered differs from ps"
+    assert din2["eval_auc"] == din1["eval_auc"] and din1["eval_auc"] > 0.55, (din1["eval_auc"], din2["eval_auc"])
+    assert len(din2["experts"]["routed"]) == 4 and din2["experts"]["top_k"] == 2, din2["experts"]
+    assert din2["memory"]["counted_mib"]["trainer"]["dense"] < din1["memory"]["counted_mib"]["trainer"]["dense"]
+    r.expect_error("din_mlp_ep", 4, "--model.kind=din", "--data.synthetic_history_length=24", *two, "--layout.ep=2",
+                   contains=["layout.ep = 2", "model.din_tower = mlp"])
+    r.expect_error("din_tower_on_dlrm", 3, "--model.din_tower=moe", contains=["model.din_tower = moe"], code=2)
+
     r.expect_error("ep_without_experts", 4, "--layout.trainers=2", "--layout.ep=2",
                    contains=["layout.ep = 2", "model.kind = moe"])
     three = [o for o in moe if not o.startswith("--model.num_experts=")] + ["--model.num_experts=3"]
@@ -1032,6 +1048,7 @@ def case_moe_expert_parallel(r):
                    contains=["layout.dp = 2", "layout.sp = 1", "layout.ep = 2", "layout.trainers = 2"])
     r.expect_error("sp_without_attention", 4, "--layout.trainers=2", "--layout.sp=2",
                    contains=["layout.sp = 2", "model.kind = dlrm"])
+    print("din moe tower digest", din1["params_digest"][:16], "eval AUC", din1["eval_auc"])
     print("moe digest", ep1["params_digest"][:16], "eval AUC", ep1["eval_auc"], "capacity 0.5 drops",
           c1["experts"]["drop_fraction"], f"dense MiB per trainer ep 1 {dense1:.3f}, ep 2 {dense2:.3f}")
 

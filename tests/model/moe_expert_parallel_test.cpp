@@ -1,4 +1,5 @@
-// Moe under expert parallel, on 2 and 4 ranks: every layout dp x ep of the rank
+// MoeTower under expert parallel, on 2 and 4 ranks, for moe (DLRM's front) and din
+// with model.din_tower = moe (DIN's front): every layout dp x ep of the rank
 // count gives bit for bit the dense gradients (after the trainers' sum in trainer
 // order), row gradients, losses and predictions of ep = 1, where each rank runs
 // every expert on its own batch. Dropless and with capacity (a trainer's batch
@@ -15,6 +16,8 @@
 #include "comm/collectives.hpp"
 #include "comm/mpi_expert_group.hpp"
 #include "comm/parallel_groups.hpp"
+#include "common/error.hpp"
+#include "model/din.hpp"
 #include "model/moe.hpp"
 #include "model_test_util.hpp"
 
@@ -58,6 +61,45 @@ ModelOptions options(int top_k, double capacity_factor) {
   return o;
 }
 
+
+// DIN's batch: B samples, 2 dense features, table 0 one-hot, table 1 the history
+// bags (history then candidate), lengths 0 to 9; a pure function of the rank.
+Fixture din_batch(int rank, int B, int dim) {
+  Fixture f;
+  Batch& b = f.batch;
+  const uint64_t seed = 500 + 13 * uint64_t(rank);
+  strata::CounterRng rng(seed);
+  b.size = B;
+  b.num_dense = 2;
+  for (int i = 0; i < B; ++i) b.labels.push_back(rng.uniform() < 0.4 ? 1.0f : 0.0f);
+  b.dense = random_vector(size_t(B) * 2, seed + 1, 0.0f, 2.0f);
+  std::vector<std::vector<int32_t>> one_hot(static_cast<size_t>(B)), history(static_cast<size_t>(B));
+  for (int i = 0; i < B; ++i) {
+    one_hot[size_t(i)] = {int32_t(rng.next() % 4)};
+    const int len = int(rng.next() % 10);
+    for (int k = 0; k < len; ++k) history[size_t(i)].push_back(int32_t(rng.next() % 12));
+  }
+  b.tables.push_back(make_bags(one_hot, 4));
+  b.tables.push_back(make_bags(history, 12));
+  for (size_t t = 0; t < b.tables.size(); ++t) {
+    const size_t U = b.tables[t].unique_keys.size();
+    f.rows.push_back(random_vector(U * dim, seed + 10 + t, -0.5f, 0.5f));
+    f.grads.emplace_back(U * dim, 0.0f);
+  }
+  return f;
+}
+
+ModelOptions din_options(int top_k, double capacity_factor) {
+  ModelOptions o = options(top_k, capacity_factor);
+  o.kind = "din";
+  o.din_tower = "moe";
+  o.embedding_dim = 3;
+  o.bottom_mlp = "4,3";
+  o.top_mlp = "5";
+  o.din_attention_mlp = "6";
+  return o;
+}
+
 struct StepResult {
   double loss = 0;
   std::vector<float> dense;                // after the sum over the trainers in trainer order
@@ -69,17 +111,15 @@ struct StepResult {
 // With a group, the gradients are summed as the trainers do: the replicated part
 // over every rank in rank order, the experts' from their last replica (it holds
 // the chain's sum) to the others.
-StepResult train(const ModelOptions& o, ExpertGroup* group, const strata::comm::ParallelGroups* groups,
+StepResult train(Model& model, Fixture f, ExpertGroup* group, const strata::comm::ParallelGroups* groups,
                  DenseSharding* sharding_out = nullptr) {
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  Moe model(o, 3, 2, 11);
   model.set_expert_group(group);
+  EXPECT_TRUE(model.sums_gradients_in_trainer_order());
   const DenseSharding* sharding = model.dense_sharding();
   EXPECT_EQ(sharding != nullptr, group != nullptr && group->size() > 1);
   if (sharding && sharding_out) *sharding_out = *sharding;
-  Fixture f = rank_batch(rank, 13 + rank, 4);  // ranks' batches of different sizes
   StepResult result;
   for (int step = 0; step < 2; ++step) {
     result.loss = model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f / (13.0f * size));
@@ -109,7 +149,21 @@ bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
 struct Case {
   int top_k;
   double capacity_factor;
+  bool din = false;  // DIN's front with model.din_tower = moe, else moe (DLRM's front)
 };
+
+// The case's model and this rank's batch (ranks' batches of different sizes).
+StepResult train_case(const Case& c, ExpertGroup* group, const strata::comm::ParallelGroups* groups,
+                      DenseSharding* sharding_out = nullptr) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (c.din) {
+    Din model(din_options(c.top_k, c.capacity_factor), 2, 2, 9);
+    return train(model, din_batch(rank, 6 + 3 * rank, 3), group, groups, sharding_out);
+  }
+  Moe model(options(c.top_k, c.capacity_factor), 3, 2, 11);
+  return train(model, rank_batch(rank, 13 + rank, 4), group, groups, sharding_out);
+}
 
 class MoeExpertParallel : public ::testing::TestWithParam<Case> {};
 
@@ -117,13 +171,13 @@ TEST_P(MoeExpertParallel, EveryLayoutEqualsEpOneBitForBit) {
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const ModelOptions o = options(GetParam().top_k, GetParam().capacity_factor);
-  const StepResult reference = train(o, nullptr, nullptr);
+  const StepResult reference = train_case(GetParam(), nullptr, nullptr);
   for (int ep = 2; ep <= size; ++ep) {
     if (size % ep != 0 || o.num_experts % ep != 0) continue;
     strata::comm::ParallelGroups groups(MPI_COMM_WORLD, strata::ParallelLayout{size / ep, 1, ep});
     strata::comm::MpiExpertGroup group(groups);
     DenseSharding sharding;
-    const StepResult sharded = train(o, &group, &groups, &sharding);
+    const StepResult sharded = train_case(GetParam(), &group, &groups, &sharding);
     const std::string layout = "dp " + std::to_string(size / ep) + " x ep " + std::to_string(ep);
     EXPECT_EQ(sharded.loss, reference.loss) << layout;
     // This rank's part of the whole model: the replicated weights, then its E / ep experts.
@@ -174,6 +228,25 @@ TEST(MoeExpertStorage, EachMemberKeepsItsOwnExperts) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Routing, MoeExpertParallel,
-                         ::testing::Values(Case{1, 0.0}, Case{2, 0.0}, Case{2, 0.6}));
+                         ::testing::Values(Case{1, 0.0}, Case{2, 0.0}, Case{2, 0.6}, Case{1, 0.0, true},
+                                           Case{2, 0.0, true}, Case{2, 0.6, true}));
+
+// DIN's plain top MLP has no experts: a group of more than one is refused, naming layout.ep.
+TEST(DinMlpTower, RefusesAnExpertGroup) {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  ModelOptions o = din_options(1, 0.0);
+  o.din_tower = "mlp";
+  Din model(o, 2, 2, 9);
+  EXPECT_FALSE(model.sums_gradients_in_trainer_order());
+  strata::comm::ParallelGroups groups(MPI_COMM_WORLD, strata::ParallelLayout{1, 1, size});
+  strata::comm::MpiExpertGroup group(groups);
+  try {
+    model.set_expert_group(&group);
+    ADD_FAILURE() << "din with an mlp tower took an expert group";
+  } catch (const strata::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layout.ep"), std::string::npos) << e.what();
+  }
+}
 
 }  // namespace
