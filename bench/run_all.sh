@@ -74,6 +74,7 @@ cmake --build "$BUILD_DIR" -j "$(nproc)" --target strata bench_read_speed
 echo
 /usr/bin/python3 bench/tune/bench_tune.py --build "$BUILD_DIR" | tee "$OUT/tune.txt"
 /usr/bin/python3 bench/tune/bench_tune.py --build "$BUILD_DIR" --scenario layouts | tee -a "$OUT/tune.txt"
+/usr/bin/python3 bench/tune/bench_tune.py --build "$BUILD_DIR" --scenario din_moe_long | tee -a "$OUT/tune.txt"
 
 # Every benchmark's ratios together, last.
 echo

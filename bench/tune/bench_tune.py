@@ -8,6 +8,9 @@ all inside `strata tune` runs of 4 ranks:
 --scenario layouts does the same on inputs/moe.ini (4 top-2 experts) over 6
 ranks, searching how the ranks divide the work: the producer/trainer/server split
 and, on 4 trainers, dp x ep (docs/PARALLEL.md), with the batch size and L1 budget.
+--scenario din_moe_long searches the same layouts on inputs/din_moe_long.ini: DIN
+over histories of up to 2,000 items with a 4-expert top-2 tower (long sequences and
+experts, where the split of the ranks and of the trainers into dp x ep matters).
 Each trial trains --warmup unmeasured steps, then --steps measured ones. A
 single short trial is noisy (+-10 % here), and the best of 72 noisy trials is
 biased upwards (the winner's curse), so the default, the grid's best and
@@ -16,7 +19,7 @@ Optuna's best configurations are then re-measured alike: --repeats runs of
 ratios of the re-measured medians: tuned (grid best) / default, and Optuna's
 best / the grid's best (the raw, single-trial ratios are printed too).
 
-usage: bench_tune.py [--build DIR] [--steps N] [--warmup N] [--scenario store|layouts]
+usage: bench_tune.py [--build DIR] [--steps N] [--warmup N] [--scenario store|layouts|din_moe_long]
 """
 import argparse
 import csv
@@ -48,8 +51,17 @@ SPACE_LAYOUTS = ["--tune.space_l1_mb=4|64", "--tune.space_l2_mb=256", "--tune.sp
 GRID_TRIALS_LAYOUTS = 2 * 8 * 3
 DEFAULT_LAYOUTS = ["--tune.space_l1_mb=64", "--tune.space_l2_mb=256", "--tune.space_prefetch_depth=2",
                    "--tune.space_policy=lookahead", "--tune.space_layout=1/4/1,ep=2", "--tune.space_batch_size=128"]
+# The long-sequence MoE scenario (issue 13): 6 ranks, DIN over histories of up to
+# 2,000 items with a 4-expert top-2 tower (inputs/din_moe_long.ini); the same
+# splits and dp x ep, smaller batches (a sample carries its whole history).
+SPACE_LONG = ["--tune.space_l1_mb=16|64", "--tune.space_l2_mb=256", "--tune.space_prefetch_depth=2",
+              "--tune.space_policy=lookahead", "--tune.space_layout=" + LAYOUTS,
+              "--tune.space_batch_size=16|32|64"]
+DEFAULT_LONG = ["--tune.space_l1_mb=64", "--tune.space_l2_mb=256", "--tune.space_prefetch_depth=2",
+                "--tune.space_policy=lookahead", "--tune.space_layout=1/4/1,ep=2", "--tune.space_batch_size=32"]
 SCENARIOS = {"store": ("default.ini", 4, SPACE, GRID_TRIALS, DEFAULT),
-             "layouts": ("moe.ini", 6, SPACE_LAYOUTS, GRID_TRIALS_LAYOUTS, DEFAULT_LAYOUTS)}
+             "layouts": ("moe.ini", 6, SPACE_LAYOUTS, GRID_TRIALS_LAYOUTS, DEFAULT_LAYOUTS),
+             "din_moe_long": ("din_moe_long.ini", 6, SPACE_LONG, GRID_TRIALS_LAYOUTS, DEFAULT_LONG)}
 SCENARIO = SCENARIOS["store"]
 
 
