@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "model/exchange_payload.hpp"
 #include "model/expert_router.hpp"
 #include "model/linear.hpp"
 
@@ -18,13 +19,6 @@ struct Expert {
   std::vector<Linear> layers;
   size_t begin = 0, end = 0;  // its weights in the flat buffer
 };
-
-template <class T>
-void append(std::vector<char>& out, const T* data, size_t n) {
-  const size_t at = out.size();
-  out.resize(at + n * sizeof(T));
-  if (n > 0) std::memcpy(out.data() + at, data, n * sizeof(T));
-}
 
 std::string expert_layer_name(int e, size_t l) { return "expert." + std::to_string(e) + "." + std::to_string(l); }
 
@@ -329,10 +323,7 @@ const float* MoeTower::forward(DenseParameters& params, const float* z, int B, b
   }
 
   // Samples out: to each owner, its experts' sample counts, then the samples.
-  m.send.clear();
-  m.send_bytes.assign(size_t(members), 0);
-  for (int o = 0; o < members; ++o) {
-    const size_t start = m.send.size();
+  pack_parts(m.send, m.send_bytes, members, [&](int o) {
     for (int l = 0; l < local; ++l) {
       const int32_t n = int32_t(m.slots[size_t(o * local + l)].size());
       append(m.send, &n, 1);
@@ -340,23 +331,18 @@ const float* MoeTower::forward(DenseParameters& params, const float* z, int B, b
     for (int l = 0; l < local; ++l) {
       for (int32_t slot : m.slots[size_t(o * local + l)]) append(m.send, z + size_t(slot) / K * W, W);
     }
-    m.send_bytes[size_t(o)] = int(m.send.size() - start);
-  }
+  });
   m.exchange();
   m.unpack_blocks();
   m.run_experts_forward(params);
 
   // Outputs back: each member's blocks, local expert by local expert.
-  m.send.clear();
-  m.send_bytes.assign(size_t(members), 0);
-  for (int r = 0; r < members; ++r) {
-    const size_t start = m.send.size();
+  pack_parts(m.send, m.send_bytes, members, [&](int r) {
     for (int l = 0; l < local; ++l) {
       const auto& out = m.acts[size_t(l)].back();
       append(m.send, out.data() + m.block_at[size_t(l) * members + r], size_t(m.counts[size_t(r) * local + l]));
     }
-    m.send_bytes[size_t(r)] = int(m.send.size() - start);
-  }
+  });
   m.exchange();
   std::fill(m.outs.begin(), m.outs.begin() + size_t(B) * K, 0.0f);
   const char* at = m.receive.data();
@@ -395,18 +381,14 @@ void MoeTower::backward(DenseParameters& params, const float* z, const float* dl
   m.gate.backward(params, z, m.gate_logits.data(), m.dgate.data(), B, dz);
 
   // Output gradients out, to the owners, in the order the samples went.
-  m.send.clear();
-  m.send_bytes.assign(size_t(members), 0);
-  for (int o = 0; o < members; ++o) {
-    const size_t start = m.send.size();
+  pack_parts(m.send, m.send_bytes, members, [&](int o) {
     for (int l = 0; l < local; ++l) {
       for (int32_t slot : m.slots[size_t(o * local + l)]) {
         const float dy = dlogits[size_t(slot) / K] * m.router.weight(int(size_t(slot) / K), int(size_t(slot) % K));
         append(m.send, &dy, 1);
       }
     }
-    m.send_bytes[size_t(o)] = int(m.send.size() - start);
-  }
+  });
   m.exchange();
   const char* at = m.receive.data();
   for (int l = 0; l < local; ++l) m.dys[size_t(l)].resize(m.rows_of[size_t(l)]);
@@ -420,16 +402,12 @@ void MoeTower::backward(DenseParameters& params, const float* z, const float* dl
   m.run_experts_backward(params);
 
   // Input gradients back to the members the samples came from.
-  m.send.clear();
-  m.send_bytes.assign(size_t(members), 0);
-  for (int r = 0; r < members; ++r) {
-    const size_t start = m.send.size();
+  pack_parts(m.send, m.send_bytes, members, [&](int r) {
     for (int l = 0; l < local; ++l) {
       append(m.send, m.dxs[size_t(l)].data() + m.block_at[size_t(l) * members + r] * W,
              size_t(m.counts[size_t(r) * local + l]) * W);
     }
-    m.send_bytes[size_t(r)] = int(m.send.size() - start);
-  }
+  });
   m.exchange();
   at = m.receive.data();
   for (int o = 0; o < members; ++o) {

@@ -13,6 +13,7 @@
 #include "model/batch_checks.hpp"
 #include "model/bce_loss.hpp"
 #include "model/dot_interaction.hpp"
+#include "model/exchange_payload.hpp"
 #include "model/expert_group.hpp"
 #include "model/embedding_bag_pooling.hpp"
 #include "model/linear.hpp"
@@ -158,13 +159,6 @@ struct Level {
 
 void add_into(std::vector<float>& into, const std::vector<float>& from) {
   for (size_t i = 0; i < into.size(); ++i) into[i] += from[i];
-}
-
-template <class T>
-void append(std::vector<char>& out, const T* data, size_t n) {
-  const size_t at = out.size();
-  out.resize(at + n * sizeof(T));
-  if (n > 0) std::memcpy(out.data() + at, data, n * sizeof(T));
 }
 
 // Expert parallel: what the owner of some of a level's experts keeps of one step.
@@ -345,17 +339,13 @@ struct MultiTask::Impl {
     const LevelShards& sh = shards[size_t(l)];
     const int local = local_experts();
     const size_t in = size_t(levels[size_t(l)].in);
-    send.clear();
-    send_bytes.assign(size_t(members), 0);
-    for (int r = 0; r < members; ++r) {
-      const size_t start = send.size();
+    pack_parts(send, send_bytes, members, [&](int r) {
       const size_t rows = size_t(sh.rows[size_t(r)]);
       for (int j = 0; j < local && rows > 0; ++j) {
         const int i = member * local + j;
         fn(r, j, i, rows, sh.inputs[size_t(r)].data() + size_t(input_slot(l, input_of(i))) * rows * in);
       }
-      send_bytes[size_t(r)] = int(send.size() - start);
-    }
+    });
   }
 
   // Level l's experts for this trainer's batch of B, through their owners: the
@@ -366,14 +356,10 @@ struct MultiTask::Impl {
     LevelShards& sh = shards[size_t(l)];
     const int n = experts_per_level(), arrays = input_arrays(l);
     const size_t in = size_t(level.in), H = size_t(hidden);
-    send.clear();
-    send_bytes.assign(size_t(members), 0);
-    for (int m = 0; m < members; ++m) {
-      const size_t at = send.size();
+    pack_parts(send, send_bytes, members, [&](int) {
       append(send, &B, 1);
       for (int a = 0; a < arrays; ++a) append(send, input_at(l, a), size_t(B) * in);
-      send_bytes[size_t(m)] = int(send.size() - at);
-    }
+    });
     group->exchange(send, send_bytes, receive, receive_bytes);
     sh.rows.resize(size_t(members));
     sh.inputs.resize(size_t(members));
@@ -421,15 +407,10 @@ struct MultiTask::Impl {
     auto dout_of = [&](int i) -> std::vector<float>& {
       return i < S ? level.dshared[size_t(i)] : level.down[size_t((i - S) / P)][size_t((i - S) % P)];
     };
-    send.clear();
-    send_bytes.assign(size_t(members), 0);
-    for (int m = 0; m < members; ++m) {
-      const size_t at = send.size();
-      if (B > 0) {
-        for (int j = 0; j < local; ++j) append(send, dout_of(m * local + j).data(), size_t(B) * H);
-      }
-      send_bytes[size_t(m)] = int(send.size() - at);
-    }
+    pack_parts(send, send_bytes, members, [&](int m) {
+      if (B == 0) return;
+      for (int j = 0; j < local; ++j) append(send, dout_of(m * local + j).data(), size_t(B) * H);
+    });
     group->exchange(send, send_bytes, receive, receive_bytes);
     // The owner's side. Its local experts' weights are one range of the buffer
     // (a level registers its experts consecutively, shared then each task's).

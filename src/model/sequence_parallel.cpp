@@ -7,21 +7,14 @@
 #include <numeric>
 
 #include "common/error.hpp"
+#include "model/exchange_payload.hpp"
 
 namespace strata::model {
-
 
 namespace {
 
 // Query-key pairs of the causal block of queries [q0, q1) (per head).
 double causal_pairs(int q0, int q1) { return (double(q1) * (q1 + 1) - double(q0) * (q0 + 1)) / 2.0; }
-
-template <class T>
-void append(std::vector<char>& out, const T* data, size_t n) {
-  const size_t at = out.size();
-  out.resize(at + n * sizeof(T));
-  if (n > 0) std::memcpy(out.data() + at, data, n * sizeof(T));
-}
 
 template <class T>
 void take(const char*& in, T* data, size_t n) {

@@ -43,15 +43,7 @@ Fixture small_fixture(int dim, uint64_t seed) {
   return f;
 }
 
-ModelOptions small_options() {
-  ModelOptions o;
-  o.kind = "din";
-  o.embedding_dim = 3;
-  o.bottom_mlp = "4,3";
-  o.top_mlp = "5";
-  o.din_attention_mlp = "6";
-  return o;
-}
+ModelOptions small_options() { return small_din_options(); }
 
 bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

@@ -13,6 +13,7 @@
 
 #include "common/error.hpp"
 #include "common/rng.hpp"
+#include "config/options.hpp"
 #include "data/batch.hpp"
 #include "model/dense_parameters.hpp"
 #include "model/model.hpp"
@@ -166,15 +167,42 @@ inline double max_abs_grad(const AnalyticGradients& g, const ParameterSlice& sli
 
 // A click batch of B samples with `tasks` labels each, 3 dense features and 3 tables
 // (one-hot, multi-hot with empty bags, shared keys), rows of width dim.
-inline Fixture click_fixture(int B, int tasks, int dim, uint64_t seed) {
+// B samples of `tasks` random labels each (about 0.4 of them 1) and num_dense
+// dense features in [0, 2), no tables yet; rng (seeded by the caller) drew the labels.
+inline Fixture labelled_fixture(int B, int tasks, int num_dense, uint64_t seed, CounterRng& rng) {
   Fixture f;
   data::Batch& b = f.batch;
   b.size = B;
-  b.num_dense = 3;
+  b.num_dense = num_dense;
   b.num_tasks = tasks;
-  CounterRng rng(seed);
   for (int i = 0; i < B * tasks; ++i) b.labels.push_back(rng.uniform() < 0.4 ? 1.0f : 0.0f);
-  b.dense = random_vector(size_t(B) * 3, seed + 1, 0.0f, 2.0f);
+  b.dense = random_vector(size_t(B) * num_dense, seed + 1, 0.0f, 2.0f);
+  return f;
+}
+
+// Appends a table of these bags over num_unique rows of `dim` floats (random in
+// [-0.5, 0.5) from row_seed), with zeroed gradients.
+inline void add_table(Fixture& f, const std::vector<std::vector<int32_t>>& bags, int num_unique, int dim,
+                      uint64_t row_seed) {
+  f.batch.tables.push_back(make_bags(bags, num_unique));
+  f.rows.push_back(random_vector(size_t(num_unique) * dim, row_seed, -0.5f, 0.5f));
+  f.grads.emplace_back(size_t(num_unique) * dim, 0.0f);
+}
+
+// DIN's small test shape: dim 3, bottom 4-3, top 5, activation unit 6.
+inline ModelOptions small_din_options() {
+  ModelOptions o;
+  o.kind = "din";
+  o.embedding_dim = 3;
+  o.bottom_mlp = "4,3";
+  o.top_mlp = "5";
+  o.din_attention_mlp = "6";
+  return o;
+}
+
+inline Fixture click_fixture(int B, int tasks, int dim, uint64_t seed) {
+  CounterRng rng(seed);
+  Fixture f = labelled_fixture(B, tasks, 3, seed, rng);
   const int unique[3] = {7, 5, 3};
   for (int t = 0; t < 3; ++t) {
     std::vector<std::vector<int32_t>> bags(static_cast<size_t>(B));
@@ -182,9 +210,7 @@ inline Fixture click_fixture(int B, int tasks, int dim, uint64_t seed) {
       const int len = t == 0 ? 1 : int(rng.next() % 3);
       for (int k = 0; k < len; ++k) bags[size_t(i)].push_back(int32_t(rng.next() % unique[t]));
     }
-    b.tables.push_back(make_bags(bags, unique[t]));
-    f.rows.push_back(random_vector(size_t(unique[t]) * dim, seed + 10 + t, -0.5f, 0.5f));
-    f.grads.emplace_back(size_t(unique[t]) * dim, 0.0f);
+    add_table(f, bags, unique[t], dim, seed + 10 + t);
   }
   return f;
 }

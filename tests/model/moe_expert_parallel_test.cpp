@@ -30,20 +30,13 @@ namespace {
 
 // Rank r's batch: B samples, 3 dense features, 2 tables; a pure function of r.
 Fixture rank_batch(int rank, int B, int dim) {
-  Fixture f;
-  Batch& b = f.batch;
   const uint64_t seed = 100 + 17 * uint64_t(rank);
   strata::CounterRng rng(seed);
-  b.size = B;
-  b.num_dense = 3;
-  for (int i = 0; i < B; ++i) b.labels.push_back(rng.uniform() < 0.4 ? 1.0f : 0.0f);
-  b.dense = random_vector(size_t(B) * 3, seed + 1, 0.0f, 2.0f);
+  Fixture f = labelled_fixture(B, 1, 3, seed, rng);
   for (int t = 0; t < 2; ++t) {
     std::vector<std::vector<int32_t>> bags(static_cast<size_t>(B));
     for (int i = 0; i < B; ++i) bags[size_t(i)] = {int32_t(rng.next() % 9), int32_t(rng.next() % 9)};
-    b.tables.push_back(make_bags(bags, 9));
-    f.rows.push_back(random_vector(size_t(9) * dim, seed + 10 + t, -0.5f, 0.5f));
-    f.grads.emplace_back(size_t(9) * dim, 0.0f);
+    add_table(f, bags, 9, dim, seed + 10 + t);
   }
   return f;
 }
@@ -65,38 +58,29 @@ ModelOptions options(int top_k, double capacity_factor) {
 // DIN's batch: B samples, 2 dense features, table 0 one-hot, table 1 the history
 // bags (history then candidate), lengths 0 to 9; a pure function of the rank.
 Fixture din_batch(int rank, int B, int dim) {
-  Fixture f;
-  Batch& b = f.batch;
   const uint64_t seed = 500 + 13 * uint64_t(rank);
   strata::CounterRng rng(seed);
-  b.size = B;
-  b.num_dense = 2;
-  for (int i = 0; i < B; ++i) b.labels.push_back(rng.uniform() < 0.4 ? 1.0f : 0.0f);
-  b.dense = random_vector(size_t(B) * 2, seed + 1, 0.0f, 2.0f);
+  Fixture f = labelled_fixture(B, 1, 2, seed, rng);
   std::vector<std::vector<int32_t>> one_hot(static_cast<size_t>(B)), history(static_cast<size_t>(B));
   for (int i = 0; i < B; ++i) {
     one_hot[size_t(i)] = {int32_t(rng.next() % 4)};
     const int len = int(rng.next() % 10);
     for (int k = 0; k < len; ++k) history[size_t(i)].push_back(int32_t(rng.next() % 12));
   }
-  b.tables.push_back(make_bags(one_hot, 4));
-  b.tables.push_back(make_bags(history, 12));
-  for (size_t t = 0; t < b.tables.size(); ++t) {
-    const size_t U = b.tables[t].unique_keys.size();
-    f.rows.push_back(random_vector(U * dim, seed + 10 + t, -0.5f, 0.5f));
-    f.grads.emplace_back(U * dim, 0.0f);
-  }
+  add_table(f, one_hot, 4, dim, seed + 10);
+  add_table(f, history, 12, dim, seed + 11);
   return f;
 }
 
+// DIN's small shape with the expert keys of options().
 ModelOptions din_options(int top_k, double capacity_factor) {
-  ModelOptions o = options(top_k, capacity_factor);
-  o.kind = "din";
+  const ModelOptions experts = options(top_k, capacity_factor);
+  ModelOptions o = small_din_options();
   o.din_tower = "moe";
-  o.embedding_dim = 3;
-  o.bottom_mlp = "4,3";
-  o.top_mlp = "5";
-  o.din_attention_mlp = "6";
+  o.num_experts = experts.num_experts;
+  o.top_k = experts.top_k;
+  o.capacity_factor = experts.capacity_factor;
+  o.aux_loss_weight = experts.aux_loss_weight;
   return o;
 }
 
