@@ -44,6 +44,35 @@ const ParameterSlice& DenseParameters::slice(const std::string& name) const {
   throw Error("no dense parameter named '" + name + "'");
 }
 
+DenseSharding DenseSharding::of(std::vector<ParameterSlice> full_slices, size_t full_size,
+                                std::vector<Segment> segments, int member, int members) {
+  if (members < 1 || member < 0 || member >= members) {
+    throw Error("DenseSharding: member " + std::to_string(member) + " of " + std::to_string(members) + " (bug)");
+  }
+  DenseSharding s;
+  s.full_slices = std::move(full_slices);
+  s.full_size = full_size;
+  s.member = member;
+  s.members = members;
+  size_t at = 0;
+  for (const Segment& segment : segments) {
+    if (segment.size == 0) continue;
+    if (segment.begin != at || (segment.sharded && segment.size % size_t(members) != 0)) {
+      throw Error("DenseSharding: a segment [" + std::to_string(segment.begin) + ", +" +
+                  std::to_string(segment.size) + ") does not follow " + std::to_string(at) +
+                  " or split in " + std::to_string(members) + " (bug)");
+    }
+    (segment.sharded ? s.shard_size : s.replicated) += segment.sharded ? segment.size / size_t(members) : segment.size;
+    s.segments.push_back(segment);
+    at += segment.size;
+  }
+  if (at != full_size) {
+    throw Error("DenseSharding: the segments cover " + std::to_string(at) + " of " + std::to_string(full_size) +
+                " values (bug)");
+  }
+  return s;
+}
+
 std::vector<float> DenseSharding::local_of(const std::vector<float>& full, int arrays) const {
   if (arrays < 0 || full.size() != size_t(arrays) * full_size) {
     throw Error("dense arrays of " + std::to_string(full.size()) + " floats, expected " + std::to_string(arrays) +
@@ -53,10 +82,36 @@ std::vector<float> DenseSharding::local_of(const std::vector<float>& full, int a
   local.reserve(size_t(arrays) * local_size());
   for (int a = 0; a < arrays; ++a) {
     const float* array = full.data() + size_t(a) * full_size;
-    local.insert(local.end(), array, array + replicated);
-    local.insert(local.end(), array + shard_offset(), array + shard_offset() + shard_size);
+    for (const Segment& segment : segments) {
+      if (!segment.sharded) local.insert(local.end(), array + segment.begin, array + segment.begin + segment.size);
+    }
+    for (const Segment& segment : segments) {
+      if (!segment.sharded) continue;
+      const size_t part = segment.size / size_t(members);
+      const float* from = array + segment.begin + size_t(member) * part;
+      local.insert(local.end(), from, from + part);
+    }
   }
   return local;
+}
+
+void DenseSharding::append_whole(const float* replicated_part, const std::vector<const float*>& shards,
+                                 std::vector<float>& out) const {
+  if (shards.size() != size_t(members)) {
+    throw Error("DenseSharding: " + std::to_string(shards.size()) + " shards for " + std::to_string(members) +
+                " members (bug)");
+  }
+  size_t replicated_at = 0, shard_at = 0;
+  for (const Segment& segment : segments) {
+    if (!segment.sharded) {
+      out.insert(out.end(), replicated_part + replicated_at, replicated_part + replicated_at + segment.size);
+      replicated_at += segment.size;
+      continue;
+    }
+    const size_t part = segment.size / size_t(members);
+    for (const float* shard : shards) out.insert(out.end(), shard + shard_at, shard + shard_at + part);
+    shard_at += part;
+  }
 }
 
 }  // namespace strata::model

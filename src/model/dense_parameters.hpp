@@ -42,22 +42,41 @@ class DenseParameters {
 };
 
 // Expert-parallel storage: a trainer that holds only its own experts keeps the
-// replicated slices and then its experts' slices. This says where its buffer sits
-// in the whole model's layout (what one trainer alone holds, and what checkpoints
-// and the digest store).
+// replicated weights and its part of the experts'. The whole model's layout (what
+// one trainer alone holds, and what checkpoints and the digest store) is a run of
+// segments, each replicated or sharded: a sharded segment splits into `members`
+// equal parts, member m holding part m. A trainer's buffer is every replicated
+// segment in order (local [0, replicated)), then its part of every sharded
+// segment in order (local [replicated, local_size())), so that one all-reduce
+// covers the replicated prefix and one broadcast the shard.
 struct DenseSharding {
+  struct Segment {
+    size_t begin = 0;  // in the whole layout
+    size_t size = 0;
+    bool sharded = false;
+  };
   std::vector<ParameterSlice> full_slices;  // the whole model's
   size_t full_size = 0;
-  size_t replicated = 0;  // local [0, replicated) is full [0, replicated), on every trainer
-  size_t shard_size = 0;  // then member m's experts: full [replicated + m shard_size, + shard_size)
+  std::vector<Segment> segments;  // cover [0, full_size) in order
+  size_t replicated = 0;          // the replicated segments' total
+  size_t shard_size = 0;          // one member's part of every sharded segment, in total
   int member = 0;
   int members = 1;
+
+  // The sharding of a whole layout of full_size values cut at `segments`, for
+  // member `member` of `members`; strata::Error (a bug) when the segments do not
+  // cover the layout in order or a sharded one does not split evenly.
+  static DenseSharding of(std::vector<ParameterSlice> full_slices, size_t full_size, std::vector<Segment> segments,
+                          int member, int members);
   size_t local_size() const { return replicated + shard_size; }
-  size_t shard_offset() const { return replicated + size_t(member) * shard_size; }
   // This trainer's part of `arrays` whole-model arrays laid back to back (the
   // values: 1; an optimizer state: its arrays, each full_size long), in the same
   // layout. strata::Error when full.size() != arrays * full_size.
   std::vector<float> local_of(const std::vector<float>& full, int arrays) const;
+  // Appends one whole-model array to `out` from the replicated part (replicated
+  // floats, as every member holds it) and each member's shard (shard_size floats).
+  void append_whole(const float* replicated_part, const std::vector<const float*>& shards,
+                    std::vector<float>& out) const;
 };
 
 }  // namespace strata::model

@@ -114,12 +114,11 @@ struct MoeTower::Impl {
     const size_t replicated = experts.front().begin;
     const size_t lo = experts[size_t(first_local())].begin;
     const size_t hi = experts[size_t(first_local() + local - 1)].end;
-    sharding.full_slices = params.slices();
-    sharding.full_size = params.size();
-    sharding.replicated = replicated;
-    sharding.shard_size = hi - lo;
-    sharding.member = member;
-    sharding.members = members;
+    // The experts are the layout's last weights: one sharded segment after the replicated ones.
+    sharding = DenseSharding::of(params.slices(), params.size(),
+                                 {{0, replicated, false}, {replicated, params.size() - replicated, true}}, member,
+                                 members);
+    if (sharding.shard_size != hi - lo) throw Error("MoeTower: the experts are not the layout's last weights (bug)");
     DenseParameters kept;
     for (const ParameterSlice& slice : params.slices()) {
       if (slice.offset < replicated) kept.add(slice.name, slice.shape);

@@ -203,6 +203,10 @@ struct MultiTask::Impl {
   ExpertGroup* group = nullptr;
   int members = 1, member = 0;
   std::vector<LevelShards> shards;  // (levels)
+  // With a group, params holds the replicated weights and this member's experts
+  // only (shard_storage); the other members' experts are placeholders never run.
+  bool sharded = false;
+  DenseSharding sharding;
   std::vector<char> send, receive;
   std::vector<int> send_bytes, receive_bytes;
 
@@ -226,18 +230,15 @@ struct MultiTask::Impl {
       Level& level = levels[size_t(l)];
       level.in = l == 0 ? width : hidden;
       const std::string name = "level." + std::to_string(l);
-      for (int e = 0; e < S; ++e) {
-        level.shared.emplace_back(params, name + ".shared." + std::to_string(e), level.in, s.expert, true);
-      }
+      for (int e = 0; e < S; ++e) level.shared.emplace_back(params, expert_name(l, e), level.in, s.expert, true);
       level.own.resize(size_t(K));
       for (int t = 0; t < K; ++t) {
         for (int e = 0; e < P; ++e) {
-          level.own[size_t(t)].emplace_back(params, name + ".task." + std::to_string(t) + "." + std::to_string(e),
-                                            level.in, s.expert, true);
+          level.own[size_t(t)].emplace_back(params, expert_name(l, S + t * P + e), level.in, s.expert, true);
         }
       }
-      for (int t = 0; t < K; ++t) level.gates.emplace_back(params, name + ".gate." + std::to_string(t), level.in, P + S);
-      if (l + 1 < s.levels) level.shared_gate.emplace_back(params, name + ".gate.shared", level.in, K * P + S);
+      for (int t = 0; t < K; ++t) level.gates.emplace_back(params, gate_name(l, t), level.in, P + S);
+      if (l + 1 < s.levels) level.shared_gate.emplace_back(params, gate_name(l, -1), level.in, K * P + S);
       level.out.resize(size_t(K));
       level.own_out.assign(size_t(K), std::vector<const float*>(size_t(P)));
       level.shared_out.resize(size_t(S));
@@ -256,6 +257,17 @@ struct MultiTask::Impl {
       for (const Gate& g : level.shared_gate) g.linear.init(params, seed);
     }
     for (const Mlp& tower : towers) tower.init(params, seed);
+  }
+
+  // Expert i of level l (shared first, then each task's own) and gate t's (-1: the shared gate's) weights.
+  std::string expert_name(int l, int i) const {
+    const int S = shape.shared_experts, P = shape.task_experts;
+    const std::string level = "level." + std::to_string(l);
+    if (i < S) return level + ".shared." + std::to_string(i);
+    return level + ".task." + std::to_string((i - S) / P) + "." + std::to_string((i - S) % P);
+  }
+  static std::string gate_name(int l, int t) {
+    return "level." + std::to_string(l) + (t < 0 ? ".gate.shared" : ".gate." + std::to_string(t));
   }
 
   void reserve_front(int batch) {
@@ -300,6 +312,12 @@ struct MultiTask::Impl {
   // Expert i of a level (shared first, then task t's own in order) and its input:
   // -1 the shared input, else task t's.
   Mlp& expert(Level& level, int i) {
+    if (sharded && (i < member * local_experts() || i >= (member + 1) * local_experts())) {
+      throw Error("MultiTask: expert " + std::to_string(i) + " is another member's (bug)");
+    }
+    return expert_slot(level, i);
+  }
+  Mlp& expert_slot(Level& level, int i) {
     const int S = shape.shared_experts, P = shape.task_experts;
     return i < S ? level.shared[size_t(i)] : level.own[size_t((i - S) / P)][size_t((i - S) % P)];
   }
@@ -310,6 +328,7 @@ struct MultiTask::Impl {
   const float* input_at(int l, int slot) const { return slot == 0 ? shared_input(l) : task_input(l, slot - 1); }
 
   void set_group(ExpertGroup* g) {
+    if (sharded) throw Error("MultiTask: the expert group was set twice (bug)");
     group = g != nullptr && g->size() > 1 ? g : nullptr;
     members = group != nullptr ? group->size() : 1;
     member = group != nullptr ? group->rank() : 0;
@@ -323,12 +342,63 @@ struct MultiTask::Impl {
     }
     shards.assign(levels.size(), LevelShards{});
     if (group == nullptr) return;
+    shard_storage();
     for (size_t l = 0; l < levels.size(); ++l) {
       shards[l].blocks.resize(size_t(local_experts()));
       for (int j = 0; j < local_experts(); ++j) {
         shards[l].blocks[size_t(j)].assign(size_t(members), expert(levels[l], member * local_experts() + j));
       }
     }
+  }
+
+  // Keeps the replicated weights (the bottom MLP, the gates, the towers: every
+  // weight but the levels' experts, in the whole layout's order) and then this
+  // member's experts of each level; the others' go. Each level's experts are one
+  // run of the whole layout (registered consecutively), so one sharded segment.
+  void shard_storage() {
+    const int S = shape.shared_experts, P = shape.task_experts, K = shape.tasks, local = local_experts();
+    std::vector<DenseSharding::Segment> segments;
+    size_t at = 0;
+    for (Level& level : levels) {
+      const size_t lo = expert_slot(level, 0).layers().front().weight_offset();
+      const Linear& last = expert_slot(level, experts_per_level() - 1).layers().back();
+      const size_t hi = last.bias_offset() + size_t(last.out());
+      segments.push_back({at, lo - at, false});
+      segments.push_back({lo, hi - lo, true});
+      at = hi;
+    }
+    segments.push_back({at, params.size() - at, false});
+    sharding = DenseSharding::of(params.slices(), params.size(), std::move(segments), member, members);
+    // Registered in the local layout's order: the replicated weights as they come, then the experts.
+    DenseParameters kept, placeholders;
+    bottom = Mlp(kept, "bottom", shape.front.num_dense, shape.front.bottom, /*relu_last=*/true);
+    for (int l = 0; l < shape.levels; ++l) {
+      Level& level = levels[size_t(l)];
+      for (int t = 0; t < K; ++t) level.gates[size_t(t)] = Gate(kept, gate_name(l, t), level.in, P + S);
+      if (!level.shared_gate.empty()) level.shared_gate[0] = Gate(kept, gate_name(l, -1), level.in, K * P + S);
+    }
+    for (int t = 0; t < K; ++t) towers[size_t(t)] = Mlp(kept, "tower." + std::to_string(t), hidden, shape.tower, false);
+    for (int l = 0; l < shape.levels; ++l) {
+      Level& level = levels[size_t(l)];
+      for (int i = 0; i < experts_per_level(); ++i) {
+        const bool own = i >= member * local && i < (member + 1) * local;
+        expert_slot(level, i) = Mlp(own ? kept : placeholders, expert_name(l, i), level.in, shape.expert, true);
+      }
+    }
+    kept.finalize();
+    if (kept.size() != sharding.local_size()) throw Error("MultiTask: sharded dense layout mismatch (bug)");
+    kept.values() = sharding.local_of(params.values(), 1);
+    // Every kept weight must hold what the whole model holds under its name.
+    for (const ParameterSlice& slice : kept.slices()) {
+      const ParameterSlice& whole = params.slice(slice.name);
+      if (!std::equal(kept.values().begin() + std::ptrdiff_t(slice.offset),
+                      kept.values().begin() + std::ptrdiff_t(slice.offset + slice.size()),
+                      params.values().begin() + std::ptrdiff_t(whole.offset))) {
+        throw Error("MultiTask: sharded weight '" + slice.name + "' misplaced (bug)");
+      }
+    }
+    params = std::move(kept);
+    sharded = true;
   }
 
   // fn(r, j, i, rows, x) for every member r's block (rows > 0) of every local
@@ -455,17 +525,15 @@ struct MultiTask::Impl {
       for (int e = 0; e < P; ++e) add_into(dtask_in[size_t(t)], sh.dx[size_t(S + t * P + e)]);
     }
     for (int e = 0; e < S; ++e) add_into(dshared_in, sh.dx[size_t(e)]);
-    // Weight gradients: every expert of the level zero here but the local ones on
-    // the last replica, which hold the sum over all blocks of all replicas; the
-    // trainers' ordered all-reduce then gives every trainer that sum.
-    const size_t level_lo = expert(level, 0).layers().front().weight_offset();
-    const Linear& level_last = expert(level, n - 1).layers().back();
+    // Weight gradients: the local experts' hold, on the last replica, the sum over
+    // all blocks of all replicas (zero on the others); the trainers pass it from
+    // there to the other replicas (the shard's broadcast).
     std::vector<float>& all = params.grads();
-    std::fill(all.begin() + level_lo, all.begin() + level_last.bias_offset() + size_t(level_last.out()), 0.0f);
     if (group->replica() + 1 < group->replicas()) {
       group->send_to_next_replica(sh.folded.data(), sh.folded.size());
+      std::fill(all.begin() + std::ptrdiff_t(lo), all.begin() + std::ptrdiff_t(hi), 0.0f);
     } else {
-      std::copy(sh.folded.begin(), sh.folded.end(), all.begin() + lo);
+      std::copy(sh.folded.begin(), sh.folded.end(), all.begin() + std::ptrdiff_t(lo));
     }
   }
 
@@ -624,6 +692,7 @@ int MultiTask::num_tasks() const { return impl_->shape.tasks; }
 const MultiTaskShape& MultiTask::shape() const { return impl_->shape; }
 
 void MultiTask::set_expert_group(ExpertGroup* group) { impl_->set_group(group); }
+const DenseSharding* MultiTask::dense_sharding() const { return impl_->sharded ? &impl_->sharding : nullptr; }
 
 RoutingStats MultiTask::take_routing_stats() {
   RoutingStats out = std::move(impl_->stats);

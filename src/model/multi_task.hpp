@@ -24,7 +24,8 @@
 // gradient, which the home adds in the order one trainer would. Weight gradients
 // fold over the blocks in member order and on through the replicas, and the
 // trainers sum the dense gradients in trainer order, so any dp x ep ends
-// bit-identical to ep = 1. The storage stays whole on every trainer.
+// bit-identical to ep = 1. A member stores only its own experts (their values,
+// gradients and optimizer state) beside the replicated weights: dense_sharding().
 #pragma once
 
 #include <cstdint>
@@ -82,7 +83,10 @@ class MultiTask final : public Model {
   // probs (B, tasks), sample-major.
   void predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) override;
 
+  // Once, before the optimizer is made: with a group of G > 1 this trainer keeps
+  // only its experts of every level (dense_sharding() says where they sit).
   void set_expert_group(ExpertGroup* group) override;
+  const DenseSharding* dense_sharding() const override;
   // The gates' soft load since the last call: routed[x] = accepted[x] = the sum over
   // training samples and gates of expert x's gate weight, experts numbered level by
   // level, each level's shared experts first, then task 0's, task 1's, ... (a

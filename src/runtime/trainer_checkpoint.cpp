@@ -101,11 +101,9 @@ void Trainer::whole_dense(std::vector<float>& values, std::vector<float>& state)
   const float* parts = reinterpret_cast<const float*>(gathered.data());
   const size_t part = send.size();  // one member's floats: (1 + arrays) x shard
   auto whole_array = [&](const float* replicated_part, int which, std::vector<float>& out) {
-    out.insert(out.end(), replicated_part, replicated_part + replicated);
-    for (int m = 0; m < members; ++m) {
-      const float* from = parts + size_t(m) * part + size_t(which) * shard;
-      out.insert(out.end(), from, from + shard);
-    }
+    std::vector<const float*> shards;
+    for (int m = 0; m < members; ++m) shards.push_back(parts + size_t(m) * part + size_t(which) * shard);
+    sharding->append_whole(replicated_part, shards, out);
   };
   whole_array(params.values().data(), 0, values);
   for (int a = 0; a < arrays; ++a) whole_array(local_state.data() + size_t(a) * local, a + 1, state);

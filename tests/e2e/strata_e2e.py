@@ -969,7 +969,11 @@ def case_multi_task(r):
         assert two["layout"]["ep"] == 2 and two["bytes"]["trainer_experts"] > 0, (two["layout"], two["bytes"])
         assert two["params_digest"] == one["params_digest"], f"{kind}: ep=2 differs from ep=1"
         assert [t["eval_auc"] for t in two["tasks"]] == [t["eval_auc"] for t in one["tasks"]], (one["tasks"], two["tasks"])
-        print(f"{kind}: ep 2 == ep 1 ({one['params_digest'][:16]}), expert bytes {two['bytes']['trainer_experts']}")
+        # Each trainer stores half of every level's experts (values, gradients, Adam state).
+        dense1, dense2 = (s["memory"]["counted_mib"]["trainer"]["dense"] for s in (one, two))
+        assert dense2 < dense1, (kind, dense1, dense2)
+        print(f"{kind}: ep 2 == ep 1 ({one['params_digest'][:16]}), expert bytes {two['bytes']['trainer_experts']}, "
+              f"dense MiB per trainer {dense1:.4f} -> {dense2:.4f}")
     r.expect_error("mmoe_ep_does_not_divide", 4, "--model.kind=mmoe", *common, "--layout.trainers=2", "--layout.ep=2",
                    contains=["layout.ep = 2", "model.num_experts = 3"])
     r.expect_error("ple_ep_does_not_divide", 4, "--model.kind=ple", *common, "--model.task_experts=1",

@@ -207,7 +207,10 @@ TEST(MoeExpertStorage, EachMemberKeepsItsOwnExperts) {
   const std::vector<float> local_state = sharding->local_of(state, 2);
   ASSERT_EQ(local_state.size(), 2 * sharding->local_size());
   EXPECT_EQ(local_state[sharding->local_size()], float(sharding->full_size));
-  EXPECT_EQ(local_state[sharding->replicated], float(sharding->shard_offset()));
+  ASSERT_EQ(sharding->segments.size(), 2u);
+  EXPECT_TRUE(sharding->segments[1].sharded);
+  EXPECT_EQ(local_state[sharding->replicated],
+            float(sharding->segments[1].begin + size_t(sharding->member) * sharding->shard_size));
   EXPECT_THROW(sharding->local_of(state, 1), strata::Error);
 }
 

@@ -2,10 +2,13 @@
 // every layout dp x ep of the rank count gives bit for bit the dense gradients
 // (after the trainers' sum in trainer order), row gradients, losses and
 // predictions of ep = 1, where each rank runs every expert on its own batch.
-// The ranks' batches differ in size, and one rank's is a single sample.
+// The ranks' batches differ in size, and one rank's is a single sample. Each
+// rank stores only its own experts: its gradients are ep = 1's at the places
+// DenseSharding names.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -48,20 +51,34 @@ struct StepResult {
   std::vector<float> probs;              // predictions after the updates
 };
 
-// Two steps of plain SGD (the second sees trained weights), then predict.
-StepResult train(const Case& c, ExpertGroup* group) {
+// Two steps of plain SGD (the second sees trained weights), then predict. With
+// a group the gradients are summed as the trainers do: the replicated part over
+// every rank in rank order, the experts' from their last replica to the others.
+StepResult train(const Case& c, ExpertGroup* group, const strata::comm::ParallelGroups* groups = nullptr,
+                 DenseSharding* sharding_out = nullptr) {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MultiTask model(options_of(c), 3, 3, c.tasks, 5);
   model.set_expert_group(group);
   EXPECT_TRUE(model.sums_gradients_in_trainer_order());
+  const DenseSharding* sharding = model.dense_sharding();
+  EXPECT_EQ(sharding != nullptr, group != nullptr && group->size() > 1);
+  if (sharding && sharding_out) *sharding_out = *sharding;
   Fixture f = click_fixture(rank == 1 ? 1 : 7 + 2 * rank, c.tasks, 4, 30 + uint64_t(rank));
   StepResult result;
   for (int step = 0; step < 2; ++step) {
     result.loss = model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f / (8.0f * size));
     auto& p = model.parameters();
-    strata::comm::ordered_allreduce_sum(p.grads().data(), int(p.size()), MPI_COMM_WORLD);
+    if (sharding) {
+      strata::comm::ordered_allreduce_sum(p.grads().data(), int(sharding->replicated), MPI_COMM_WORLD);
+      if (groups->layout().dp > 1) {
+        strata::comm::broadcast(p.grads().data() + sharding->replicated, int(sharding->shard_size), MPI_FLOAT,
+                                groups->layout().dp - 1, groups->dp_comm());
+      }
+    } else {
+      strata::comm::ordered_allreduce_sum(p.grads().data(), int(p.size()), MPI_COMM_WORLD);
+    }
     for (size_t i = 0; i < p.size(); ++i) p.values()[i] -= 0.5f * p.grads()[i];
   }
   result.dense = model.parameters().grads();
@@ -88,10 +105,20 @@ TEST_P(MultiTaskExpertParallel, EveryLayoutEqualsEpOneBitForBit) {
     if (size % ep != 0 || per_level % ep != 0) continue;
     strata::comm::ParallelGroups groups(MPI_COMM_WORLD, strata::ParallelLayout{size / ep, 1, ep});
     strata::comm::MpiExpertGroup group(groups);
-    const StepResult shared = train(c, &group);
+    DenseSharding sharding;
+    const StepResult shared = train(c, &group, &groups, &sharding);
     const std::string layout = std::string(c.kind) + " dp " + std::to_string(size / ep) + " x ep " + std::to_string(ep);
     EXPECT_EQ(shared.loss, reference.loss) << layout;
-    EXPECT_TRUE(bits_equal(shared.dense, reference.dense)) << layout;
+    // One sharded segment per level (its experts), the rest replicated.
+    EXPECT_EQ(sharding.full_size, reference.dense.size()) << layout;
+    EXPECT_EQ(sharding.member, groups.ep_rank()) << layout;
+    size_t sharded_segments = 0, experts = 0;
+    for (const auto& segment : sharding.segments) {
+      if (segment.sharded) ++sharded_segments, experts += segment.size;
+    }
+    EXPECT_EQ(sharded_segments, size_t(c.levels)) << layout;
+    EXPECT_EQ(shared.dense.size(), reference.dense.size() - experts + experts / size_t(ep)) << layout;
+    EXPECT_TRUE(bits_equal(shared.dense, sharding.local_of(reference.dense, 1))) << layout;
     for (size_t t = 0; t < reference.rows.size(); ++t) EXPECT_TRUE(bits_equal(shared.rows[t], reference.rows[t]));
     EXPECT_TRUE(bits_equal(shared.probs, reference.probs)) << layout;
     EXPECT_GT(group.bytes_exchanged(), 0u) << layout;
@@ -122,6 +149,59 @@ TEST(MultiTaskExpertParallelEval, EmptyBatchTakesPart) {
   shared.set_expert_group(&group);
   shared.predict(f.batch, f.row_ptrs(), got.data());
   EXPECT_TRUE(bits_equal(got, expected));
+}
+
+// The storage really is sharded: the kept slices are the replicated weights and
+// this member's experts, holding the whole model's values; a whole array goes
+// back together from every member's shard.
+TEST(MultiTaskExpertStorage, EachMemberKeepsItsOwnExperts) {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const Case c{"ple", 2, 1, 2, 2};  // 4 experts per level, 2 levels
+  MultiTask whole(options_of(c), 3, 3, c.tasks, 5);
+  strata::comm::ParallelGroups groups(MPI_COMM_WORLD, strata::ParallelLayout{1, 1, size});
+  strata::comm::MpiExpertGroup group(groups);
+  MultiTask part(options_of(c), 3, 3, c.tasks, 5);
+  part.set_expert_group(&group);
+  const DenseSharding* sharding = part.dense_sharding();
+  ASSERT_NE(sharding, nullptr);
+  EXPECT_TRUE(bits_equal(part.parameters().values(), sharding->local_of(whole.parameters().values(), 1)));
+  const int local = 4 / size;
+  for (int l = 0; l < c.levels; ++l) {
+    for (int i = 0; i < 4; ++i) {
+      const std::string name = "level." + std::to_string(l) +
+                               (i < 2 ? ".shared." + std::to_string(i) : ".task." + std::to_string(i - 2) + ".0") +
+                               ".0.weight";
+      const bool own = i / local == groups.ep_rank();
+      if (own) {
+        const auto& kept = part.parameters().slice(name);
+        const auto& full = whole.parameters().slice(name);
+        EXPECT_TRUE(std::equal(part.parameters().values().begin() + std::ptrdiff_t(kept.offset),
+                               part.parameters().values().begin() + std::ptrdiff_t(kept.offset + kept.size()),
+                               whole.parameters().values().begin() + std::ptrdiff_t(full.offset)))
+            << name;
+      } else {
+        EXPECT_THROW(part.parameters().slice(name), strata::Error) << name;
+      }
+    }
+  }
+  for (const char* name : {"bottom.0.weight", "level.0.gate.shared.weight", "level.1.gate.1.weight", "tower.1.1.bias"}) {
+    EXPECT_NO_THROW(part.parameters().slice(name)) << name;
+  }
+  EXPECT_THROW(part.set_expert_group(&group), strata::Error);  // once
+  // Every member's shard puts the whole array back together (what checkpoints store).
+  const std::vector<float>& mine = part.parameters().values();
+  const std::vector<char> gathered = strata::comm::gather_bytes(
+      mine.data() + sharding->replicated, int(sharding->shard_size * sizeof(float)), 0, MPI_COMM_WORLD);
+  if (groups.ep_rank() == 0) {
+    std::vector<const float*> shards;
+    for (int m = 0; m < size; ++m) {
+      shards.push_back(reinterpret_cast<const float*>(gathered.data()) + size_t(m) * sharding->shard_size);
+    }
+    std::vector<float> rebuilt;
+    sharding->append_whole(mine.data(), shards, rebuilt);
+    EXPECT_TRUE(bits_equal(rebuilt, whole.parameters().values()));
+  }
 }
 
 TEST(MultiTaskExpertParallelRefusal, ExpertsPerLevelMustDivide) {
