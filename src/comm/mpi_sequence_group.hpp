@@ -1,5 +1,5 @@
 // MpiSequenceGroup: model::SequenceGroup over a trainer's ParallelGroups: the
-// all-to-all runs on the sequence-parallel communicator. Counts the bytes it moves
+// all-to-all and the point-to-point passes run on the sequence-parallel communicator. Counts the bytes it moves
 // to other trainers for the summary.
 #pragma once
 
@@ -19,6 +19,8 @@ class MpiSequenceGroup final : public model::SequenceGroup {
 
   void exchange(const std::vector<char>& send, const std::vector<int>& send_bytes, std::vector<char>& receive,
                 std::vector<int>& receive_bytes) override;
+  void pass(const std::vector<char>& send, const std::vector<int>& send_bytes, std::vector<char>& receive,
+            const std::vector<int>& receive_bytes) override;
 
   // Bytes this trainer sent to the other members: lengths, attention inputs and results.
   uint64_t bytes_exchanged() const { return bytes_exchanged_; }

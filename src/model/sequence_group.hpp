@@ -19,6 +19,13 @@ class SequenceGroup {
   // back to back in member order, and receive_bytes their sizes.
   virtual void exchange(const std::vector<char>& send, const std::vector<int>& send_bytes, std::vector<char>& receive,
                         std::vector<int>& receive_bytes) = 0;
+
+  // Point to point within the group, sizes known to both sides: send as above;
+  // receive_bytes[m] says what member m sends this one (both sides derive it from
+  // the same plan), and only the non-empty parts travel. receive gets them back to
+  // back in member order.
+  virtual void pass(const std::vector<char>& send, const std::vector<int>& send_bytes, std::vector<char>& receive,
+                    const std::vector<int>& receive_bytes) = 0;
 };
 
 }  // namespace strata::model

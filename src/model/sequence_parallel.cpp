@@ -72,6 +72,7 @@ void SequenceParallelAttention::plan(int batch, const int32_t* offsets) {
   // Units: long histories split over the group, the rest whole to the least loaded.
   forward_units_.clear();
   backward_units_.clear();
+  ring_stages_ = 0;
   std::vector<double> load(size_t(k), 0.0);
   struct Pooled {
     Unit unit;
@@ -101,8 +102,9 @@ void SequenceParallelAttention::plan(int batch, const int32_t* offsets) {
         }
         continue;
       }
-      // Ring: chunk c ends near L sqrt((c + 1) / k) (equal causal work), on a query block.
-      int q0 = 0;
+      // Ring: chunk c ends near L sqrt((c + 1) / k) (equal causal work), on a query block;
+      // the non-empty chunks are linked in order for the K/V prefix passes.
+      int q0 = 0, chunks = 0;
       for (int c = 0; c < k; ++c) {
         int q1 = L;
         if (c + 1 < k) {
@@ -111,11 +113,18 @@ void SequenceParallelAttention::plan(int batch, const int32_t* offsets) {
         }
         if (q1 > q0) {
           const int e = (c + rotate) % k;
-          forward_units_.push_back({m, b, 0, heads_, q0, q1, e});
+          Unit u{m, b, 0, heads_, q0, q1, e};
+          u.chunk = chunks;
+          if (chunks++ > 0) {
+            u.prev_executor = forward_units_.back().executor;
+            forward_units_.back().next_executor = e;
+          }
+          forward_units_.push_back(u);
           load[size_t(e)] += heads_ * causal_pairs(q0, q1);
         }
         q0 = q1;
       }
+      ring_stages_ = std::max(ring_stages_, chunks - 1);
       for (int h = 0; h < heads_; ++h) pool.push_back({{m, b, h, h + 1, 0, L, -1}, 2.0 * pairs, false});
     }
   }
@@ -142,29 +151,22 @@ SequenceParallelStats SequenceParallelAttention::take_stats() {
   return out;
 }
 
-void SequenceParallelAttention::run_forward_unit(const Unit& u, const char*& in, std::vector<char>& reply,
+void SequenceParallelAttention::run_forward_unit(const Unit& u, UnitRows& rows, std::vector<char>& reply,
                                                  const float* bias, int num_buckets) {
   const int nh = u.h1 - u.h0, nw = nh * head_dim_, L = length(u.home, u.seq);
-  const size_t rows = size_t(u.q1) * nw;
-  qb_.assign(rows, 0.0f);
-  kb_.resize(rows);
-  vb_.resize(rows);
-  ob_.assign(rows, 0.0f);
-  take_rows(in, qb_.data(), 0, nw, u.q0, u.q1, 0, nw);
-  take_rows(in, kb_.data(), 0, nw, 0, u.q1, 0, nw);
-  take_rows(in, vb_.data(), 0, nw, 0, u.q1, 0, nw);
+  ob_.assign(size_t(u.q1) * nw, 0.0f);
   const int32_t offs[2] = {0, u.q1};
   const backend::JaggedAttentionShape shape{1, nh, head_dim_, offs};
   backend::AttentionOptions opts = kernel_options_;
   opts.first_query = u.q0;
   if (kind_ == backend::AttentionKind::kHstu) {
     opts.hstu_norm = L;  // the whole history's length, as its home divides by
-    backend::hstu_attention_forward(shape, qb_.data(), kb_.data(), vb_.data(), bias, num_buckets, ob_.data(), scratch_,
-                                 opts);
+    backend::hstu_attention_forward(shape, rows.q.data(), rows.k.data(), rows.v.data(), bias, num_buckets, ob_.data(),
+                                    scratch_, opts);
   } else {
     lb_.assign(size_t(u.q1) * nh, 0.0f);
-    backend::causal_attention_forward(shape, qb_.data(), kb_.data(), vb_.data(), ob_.data(), lb_.data(), scratch_,
-                                   opts);
+    backend::causal_attention_forward(shape, rows.q.data(), rows.k.data(), rows.v.data(), ob_.data(), lb_.data(),
+                                      scratch_, opts);
   }
   append_rows(reply, ob_.data(), 0, nw, u.q0, u.q1, 0, nw);
   if (kind_ == backend::AttentionKind::kCausalSoftmax) append_rows(reply, lb_.data(), 0, nh, u.q0, u.q1, 0, nh);
@@ -198,7 +200,7 @@ void SequenceParallelAttention::run_backward_unit(const Unit& u, const char*& in
   append_rows(reply, dvb_.data(), 0, nw, 0, L, 0, nw);
 }
 
-void SequenceParallelAttention::exchange_parts() {
+void SequenceParallelAttention::exchange_parts(const std::vector<int>* expected) {
   const int k = group_.size();
   send_.clear();
   send_bytes_.assign(size_t(k), 0);
@@ -207,7 +209,12 @@ void SequenceParallelAttention::exchange_parts() {
     send_.insert(send_.end(), parts_[size_t(m)].begin(), parts_[size_t(m)].end());
     parts_[size_t(m)].clear();
   }
-  group_.exchange(send_, send_bytes_, receive_, receive_bytes_);
+  if (expected != nullptr) {
+    receive_bytes_ = *expected;
+    group_.pass(send_, send_bytes_, receive_, receive_bytes_);
+  } else {
+    group_.exchange(send_, send_bytes_, receive_, receive_bytes_);
+  }
   received_at_.assign(size_t(k), nullptr);
   const char* at = receive_.data();
   for (int m = 0; m < k; ++m) {
@@ -228,21 +235,70 @@ void SequenceParallelAttention::forward(const float* q, const float* k, const fl
   const int me = group_.rank(), members = group_.size(), W = heads_ * head_dim_;
   const bool softmax = kind_ == backend::AttentionKind::kCausalSoftmax;
   parts_.resize(size_t(members));
+  // The home sends each unit's own rows of Q, K and V.
   for (const Unit& u : forward_units_) {
     if (u.home != me) continue;
     const int64_t s0 = offsets_[size_t(me)][size_t(u.seq)];
     const int c0 = u.h0 * head_dim_, n = (u.h1 - u.h0) * head_dim_;
     std::vector<char>& part = parts_[size_t(u.executor)];
-    append_rows(part, q, s0, W, u.q0, u.q1, c0, n);
-    append_rows(part, k, s0, W, 0, u.q1, c0, n);
-    append_rows(part, v, s0, W, 0, u.q1, c0, n);
+    for (const float* x : {q, k, v}) append_rows(part, x, s0, W, u.q0, u.q1, c0, n);
   }
   exchange_parts();
   double sent = bytes_to_others();
+  // This member's units, in plan order, each with its rows in place (zeros before q0
+  // until the prefix arrives; the kernel reads no query row before q0).
+  size_t mine = 0;
+  for (const Unit& u : forward_units_) mine += u.executor == me;
+  unit_rows_.resize(std::max(unit_rows_.size(), mine));
+  std::vector<UnitRows*> rows_of(forward_units_.size(), nullptr);
+  for (size_t i = 0, j = 0; i < forward_units_.size(); ++i) {
+    const Unit& u = forward_units_[i];
+    if (u.executor != me) continue;
+    UnitRows& r = unit_rows_[j++];
+    const size_t size = size_t(u.q1) * size_t((u.h1 - u.h0) * head_dim_);
+    for (auto* x : {&r.q, &r.k, &r.v}) x->assign(size, 0.0f);
+    rows_of[i] = &r;
+  }
   for (int src = 0; src < members; ++src) {
     const char* in = received_at_[size_t(src)];
-    for (const Unit& u : forward_units_)
-      if (u.home == src && u.executor == me) run_forward_unit(u, in, parts_[size_t(src)], bias, num_buckets);
+    for (size_t i = 0; i < forward_units_.size(); ++i) {
+      const Unit& u = forward_units_[i];
+      if (u.home != src || u.executor != me) continue;
+      const int nw = (u.h1 - u.h0) * head_dim_;
+      for (auto* x : {&rows_of[i]->q, &rows_of[i]->k, &rows_of[i]->v}) take_rows(in, x->data(), 0, nw, u.q0, u.q1, 0, nw);
+    }
+  }
+  // Ring: stage s, the executor of each history's chunk s passes the K/V rows it
+  // holds ([0, q1) of chunk s) to the executor of chunk s + 1.
+  for (int stage = 0; stage < ring_stages_; ++stage) {
+    for (size_t i = 0; i < forward_units_.size(); ++i) {
+      const Unit& u = forward_units_[i];
+      if (u.executor != me || u.chunk != stage || u.next_executor < 0) continue;
+      const int nw = (u.h1 - u.h0) * head_dim_;
+      for (auto* x : {&rows_of[i]->k, &rows_of[i]->v}) append_rows(parts_[size_t(u.next_executor)], x->data(), 0, nw, 0, u.q1, 0, nw);
+    }
+    // What arrives is known from the plan: the prefix of each chunk s + 1 this member runs.
+    std::vector<int> expected(size_t(members), 0);
+    for (const Unit& u : forward_units_) {
+      if (u.executor == me && u.chunk == stage + 1) {
+        expected[size_t(u.prev_executor)] += 2 * u.q0 * (u.h1 - u.h0) * head_dim_ * int(sizeof(float));
+      }
+    }
+    exchange_parts(&expected);
+    sent += bytes_to_others();
+    for (int src = 0; src < members; ++src) {
+      const char* in = received_at_[size_t(src)];
+      for (size_t i = 0; i < forward_units_.size(); ++i) {
+        const Unit& u = forward_units_[i];
+        if (u.executor != me || u.chunk != stage + 1 || u.prev_executor != src) continue;
+        const int nw = (u.h1 - u.h0) * head_dim_;
+        for (auto* x : {&rows_of[i]->k, &rows_of[i]->v}) take_rows(in, x->data(), 0, nw, 0, u.q0, 0, nw);
+      }
+    }
+  }
+  for (size_t i = 0; i < forward_units_.size(); ++i) {
+    const Unit& u = forward_units_[i];
+    if (u.executor == me) run_forward_unit(u, *rows_of[i], parts_[size_t(u.home)], bias, num_buckets);
   }
   exchange_parts();
   sent += bytes_to_others();

@@ -18,10 +18,15 @@
 //             has ~1/k of the causal work; alltoall: H/k heads each), shorter ones go
 //             whole to the least-loaded member (largest first), so the attention work
 //             (sum over a member's units of its query-key pairs) is balanced.
-//   forward   the home sends each unit's Q rows and the K, V rows before them; the
-//             executor runs the forward kernel from the unit's first query block
-//             (AttentionOptions::first_query: the same blocks in the same order) and sends
-//             the output rows (and softmax log-sum-exp) back.
+//   forward   the home sends each unit's Q, K and V rows. A unit needs the K, V rows
+//             before it as well: in ring mode a chunk's come from the executor of the
+//             chunk before it, point to point along the chunks (SequenceGroup::pass;
+//             stage s: chunk s's executor passes the K/V prefix it holds, its own rows
+//             included, to chunk s + 1's), so each row leaves its home once; whole
+//             units have none before them. The executor runs the forward kernel from
+//             the unit's first query block (AttentionOptions::first_query: the same
+//             blocks in the same order) and sends the output rows (and softmax
+//             log-sum-exp) back.
 //   backward  per (sequence, heads) unit, whole sequences only, so the sums over query
 //             blocks (dK, dV) and over key blocks (dQ) stay on one trainer in the kernel's
 //             order; ring mode gives each head of a long sequence its own unit. hstu's
@@ -91,14 +96,22 @@ class SequenceParallelAttention {
   // Queries [q0, q1) and heads [h0, h1) of sequence seq of member home's batch, run by executor.
   struct Unit {
     int home, seq, h0, h1, q0, q1, executor;
+    int chunk = -1;          // ring: its place among its history's non-empty chunks; -1 for a whole unit
+    int prev_executor = -1;  // ring: the executor of the chunk before (it sends the K/V prefix), else -1
+    int next_executor = -1;  // ring: the executor of the chunk after, else -1
+  };
+  // One forward unit's rows on its executor: Q rows [q0, q1), K and V rows [0, q1).
+  struct UnitRows {
+    std::vector<float> q, k, v;
   };
 
   int length(int home, int seq) const { return offsets_[home][seq + 1] - offsets_[home][seq]; }
-  void run_forward_unit(const Unit& u, const char*& in, std::vector<char>& reply, const float* bias, int num_buckets);
+  void run_forward_unit(const Unit& u, UnitRows& rows, std::vector<char>& reply, const float* bias, int num_buckets);
   void run_backward_unit(const Unit& u, const char*& in, std::vector<char>& reply, const float* bias,
                          int num_buckets);
-  // Sends parts_ (one per member, then cleared) and points received_at_ at each member's part.
-  void exchange_parts();
+  // Sends parts_ (one per member, then cleared) and points received_at_ at each member's part:
+  // by all-to-all, or point to point when the bytes each member sends this one are `expected`.
+  void exchange_parts(const std::vector<int>* expected = nullptr);
   double bytes_to_others() const;  // of the last exchange_parts
 
   SequenceGroup& group_;
@@ -109,6 +122,8 @@ class SequenceParallelAttention {
   backend::AttentionScratch scratch_;
   std::vector<std::vector<int32_t>> offsets_;  // every member's history offsets, this step
   std::vector<Unit> forward_units_, backward_units_;
+  int ring_stages_ = 0;  // the most chunks of a split history, less one: the prefix passes of a forward
+  std::vector<UnitRows> unit_rows_;  // (this member's forward units) reused
   double last_max_mean_ = 1;
   SequenceParallelStats stats_;
   // Exchange buffers, reused.

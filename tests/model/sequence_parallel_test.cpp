@@ -138,6 +138,38 @@ TEST(SequenceParallelPlan, BalancesWholeHistoriesAndReportsIt) {
   EXPECT_EQ(stats.split_sequences, 0);
 }
 
+// Ring mode passes the K/V prefix point to point along a split history's chunks: its
+// home sends each of its Q, K, V rows once (at most 3 L W floats, where the home
+// sending every chunk its prefix would send about 5.6 L W on 4 members), and the
+// output and log-sum-exp rows are the whole kernel's.
+TEST(SequenceParallelRing, HomeSendsEachRowOnceAndOutputsEqualTheKernel) {
+  const int size = world_size(), me = world_rank();
+  const int H = 2, D = 4, W = H * D, L = 1000;
+  strata::comm::ParallelGroups groups(MPI_COMM_WORLD, strata::ParallelLayout{1, size, 1});
+  strata::comm::MpiSequenceGroup group(groups);
+  SequenceParallelAttention attention(group, kernels::AttentionKind::kCausalSoftmax, H, D,
+                                      {16, SequenceParallelMode::kRing});
+  const int batch = me == 0 ? 1 : 0;  // one long history, on member 0; the others have none
+  const std::vector<int32_t> offsets = me == 0 ? std::vector<int32_t>{0, L} : std::vector<int32_t>{0};
+  const int N = offsets.back();
+  const auto q = random_vector(size_t(N) * W, 11), k = random_vector(size_t(N) * W, 12),
+             v = random_vector(size_t(N) * W, 13);
+  attention.plan(batch, offsets.data());
+  std::vector<float> out(size_t(N) * W), lse(size_t(N) * H);
+  attention.forward(q.data(), k.data(), v.data(), nullptr, 0, out.data(), lse.data());
+  const SequenceParallelStats stats = attention.take_stats();
+  EXPECT_EQ(stats.split_sequences, 1);
+  if (me != 0) return;
+  EXPECT_GT(stats.bytes_forward, 0);
+  EXPECT_LE(stats.bytes_forward, 3.0 * L * W * sizeof(float));
+  const kernels::JaggedAttentionShape shape{1, H, D, offsets.data()};
+  kernels::AttentionScratch scratch;
+  std::vector<float> want(out.size()), want_lse(lse.size());
+  kernels::causal_attention_forward(shape, q.data(), k.data(), v.data(), want.data(), want_lse.data(), scratch);
+  EXPECT_TRUE(bits_equal(out, want));
+  EXPECT_TRUE(bits_equal(lse, want_lse));
+}
+
 TEST(SequenceParallelOptions, AlltoallRefusesHeadsNotDividedByTheGroup) {
   const int size = world_size();
   strata::comm::ParallelGroups groups(MPI_COMM_WORLD, strata::ParallelLayout{1, size, 1});
