@@ -19,6 +19,7 @@
 #include "common/error.hpp"
 #include "model/din.hpp"
 #include "model/moe.hpp"
+#include "expert_test_util.hpp"
 #include "model_test_util.hpp"
 
 using namespace strata::model;
@@ -108,15 +109,7 @@ StepResult train(Model& model, Fixture f, ExpertGroup* group, const strata::comm
   for (int step = 0; step < 2; ++step) {
     result.loss = model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f / (13.0f * size));
     auto& p = model.parameters();
-    if (sharding) {
-      strata::comm::ordered_allreduce_sum(p.grads().data(), int(sharding->replicated), MPI_COMM_WORLD);
-      if (groups->layout().dp > 1) {
-        strata::comm::broadcast(p.grads().data() + sharding->replicated, int(sharding->shard_size), MPI_FLOAT,
-                                groups->layout().dp - 1, groups->dp_comm());
-      }
-    } else {
-      strata::comm::ordered_allreduce_sum(p.grads().data(), int(p.size()), MPI_COMM_WORLD);
-    }
+    sum_dense_gradients_as_trainers(p, sharding, groups);
     for (size_t i = 0; i < p.size(); ++i) p.values()[i] -= 0.5f * p.grads()[i];
   }
   result.dense = model.parameters().grads();

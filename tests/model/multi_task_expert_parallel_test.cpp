@@ -18,6 +18,7 @@
 #include "comm/parallel_groups.hpp"
 #include "common/error.hpp"
 #include "model/multi_task.hpp"
+#include "expert_test_util.hpp"
 #include "model_test_util.hpp"
 
 using namespace strata::model;
@@ -70,15 +71,7 @@ StepResult train(const Case& c, ExpertGroup* group, const strata::comm::Parallel
   for (int step = 0; step < 2; ++step) {
     result.loss = model.forward_backward(f.batch, f.row_ptrs(), f.grad_ptrs(), 1.0f / (8.0f * size));
     auto& p = model.parameters();
-    if (sharding) {
-      strata::comm::ordered_allreduce_sum(p.grads().data(), int(sharding->replicated), MPI_COMM_WORLD);
-      if (groups->layout().dp > 1) {
-        strata::comm::broadcast(p.grads().data() + sharding->replicated, int(sharding->shard_size), MPI_FLOAT,
-                                groups->layout().dp - 1, groups->dp_comm());
-      }
-    } else {
-      strata::comm::ordered_allreduce_sum(p.grads().data(), int(p.size()), MPI_COMM_WORLD);
-    }
+    sum_dense_gradients_as_trainers(p, sharding, groups);
     for (size_t i = 0; i < p.size(); ++i) p.values()[i] -= 0.5f * p.grads()[i];
   }
   result.dense = model.parameters().grads();
