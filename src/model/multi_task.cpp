@@ -229,7 +229,6 @@ struct MultiTask::Impl {
     for (int l = 0; l < s.levels; ++l) {
       Level& level = levels[size_t(l)];
       level.in = l == 0 ? width : hidden;
-      const std::string name = "level." + std::to_string(l);
       for (int e = 0; e < S; ++e) level.shared.emplace_back(params, expert_name(l, e), level.in, s.expert, true);
       level.own.resize(size_t(K));
       for (int t = 0; t < K; ++t) {
