@@ -204,6 +204,7 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("tune.space_l1_mb", o.tune.space_l1_mb, "search space of store.l1_mb: lo:hi[:log] | a|b | empty");
   v("tune.space_l2_mb", o.tune.space_l2_mb, "search space of store.l2_mb");
   v("tune.space_prefetch_depth", o.tune.space_prefetch_depth, "search space of store.prefetch_depth");
+  v("tune.space_horizon", o.tune.space_horizon, "search space of store.horizon, e.g. 8:128:log");
   v("tune.space_policy", o.tune.space_policy, "candidate store.policy values, a|b|c");
   v("tune.space_layout", o.tune.space_layout, "candidate producers/trainers/servers[,sp=N,ep=N,dp=N,sp_mode=M], e.g. 1/2/1|1/2/1,sp=2");
   v("tune.space_batch_size", o.tune.space_batch_size, "search space of train.batch_size");

@@ -180,6 +180,7 @@ struct TuneOptions {
   std::string space_l1_mb = "1:64:log";          // store.l1_mb
   std::string space_l2_mb = "0:256";             // store.l2_mb
   std::string space_prefetch_depth = "1:8";      // store.prefetch_depth
+  std::string space_horizon;        // store.horizon: planning CPU against hit rate (empty: not searched)
   std::string space_policy = "lru|lfu|lookahead";  // store.policy
   std::string space_layout;         // producers/trainers/servers[,sp=..,ep=..] candidates, e.g. "1/2/1|1/2/1,sp=2"
   std::string space_batch_size;     // train.batch_size

@@ -153,6 +153,7 @@ SearchSpace SearchSpace::from_options(const TuneOptions& options) {
       {"store.l1_mb", "tune.space_l1_mb", options.space_l1_mb, false, false},
       {"store.l2_mb", "tune.space_l2_mb", options.space_l2_mb, false, false},
       {"store.prefetch_depth", "tune.space_prefetch_depth", options.space_prefetch_depth, true, false},
+      {"store.horizon", "tune.space_horizon", options.space_horizon, true, false},
       {"store.policy", "tune.space_policy", options.space_policy, false, true},
       {"layout", "tune.space_layout", options.space_layout, false, true},
       {"train.batch_size", "tune.space_batch_size", options.space_batch_size, true, false},

@@ -32,7 +32,7 @@ struct Knob {
 class SearchSpace {
  public:
   // The knobs of every non-empty tune.space_* key, in a fixed order: store.l1_mb,
-  // store.l2_mb, store.prefetch_depth, store.policy, layout, train.batch_size,
+  // store.l2_mb, store.prefetch_depth, store.horizon, store.policy, layout, train.batch_size,
   // optim.sparse_lr, optim.dense_lr.
   // A malformed spec, or a value the engine would reject, is a strata::Error
   // naming the deck key and the accepted forms.

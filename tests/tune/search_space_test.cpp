@@ -21,6 +21,19 @@ TuneOptions only(std::string TuneOptions::*key, const std::string& spec) {
   return options;
 }
 
+TEST(TuneSearchSpace, HorizonIsAWholeNumberKnobOfItsOwn) {
+  const SearchSpace space = SearchSpace::from_options(only(&TuneOptions::space_horizon, "8:128:log"));
+  ASSERT_EQ(space.knobs().size(), 1u);
+  const Knob& horizon = space.knobs()[0];
+  EXPECT_EQ(horizon.name, "store.horizon");
+  EXPECT_EQ(horizon.deck_key, "tune.space_horizon");
+  EXPECT_EQ(horizon.type, KnobType::integer);
+  EXPECT_EQ(horizon.low, 8);
+  EXPECT_EQ(horizon.high, 128);
+  EXPECT_TRUE(horizon.log_scale);
+  EXPECT_TRUE(SearchSpace::from_options(TuneOptions{}).find("store.horizon") == nullptr) << "not searched by default";
+}
+
 TEST(TuneSearchSpace, DefaultsSearchTheStoreKnobs) {
   const SearchSpace space = SearchSpace::from_options(TuneOptions{});
   ASSERT_EQ(space.knobs().size(), 4u);
@@ -124,6 +137,9 @@ TEST(TuneSearchSpace, MalformedSpecsNameTheirKey) {
       {&TuneOptions::space_prefetch_depth, "tune.space_prefetch_depth", "1.5:8", "whole numbers"},
       {&TuneOptions::space_prefetch_depth, "tune.space_prefetch_depth", "deep", "not a whole number"},
       {&TuneOptions::space_prefetch_depth, "tune.space_prefetch_depth", "0:4", "store.prefetch_depth = 0"},
+      {&TuneOptions::space_horizon, "tune.space_horizon", "-1:64", "store.horizon = -1"},
+      {&TuneOptions::space_horizon, "tune.space_horizon", "8:300", "store.horizon = 300"},
+      {&TuneOptions::space_horizon, "tune.space_horizon", "8:64.5", "whole numbers"},
       {&TuneOptions::space_policy, "tune.space_policy", "lru|lfru", "the engine refuses store.policy = lfru"},
       {&TuneOptions::space_policy, "tune.space_policy", "lru||lfu", "an empty candidate"},
       {&TuneOptions::space_policy, "tune.space_policy", "lru|lru", "appears twice"},
