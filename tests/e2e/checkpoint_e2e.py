@@ -210,8 +210,8 @@ def case_reshard(r):
 def case_reshard_experts(r):
     """Expert-parallel storage (issue 13): under layout.ep = 2 each trainer holds only
     its own experts, yet its checkpoints hold the whole model. A moe checkpoint of
-    ep = 2 continues on ep = 1 and one of ep = 1 on ep = 2, and a ple one of ep = 2 on
-    ep = 1, each ending bit-identical to the uninterrupted ep = 1 run (Adam state
+    ep = 2 continues on ep = 1 and one of ep = 1 on ep = 2, and so do a two-level
+    ple's, each ending bit-identical to the uninterrupted ep = 1 run (Adam state
     included: the digest reads it)."""
     moe = ["--model.kind=moe", "--model.num_experts=4", "--model.top_k=2", "--layout.trainers=2",
            "--train.batch_size=64", "--store.mode=ps", "--optim.dense=adam"]
@@ -226,17 +226,19 @@ def case_reshard_experts(r):
         assert resumed["params_digest"] == whole["params_digest"], f"moe: ep {first_ep} -> {then_ep} changed the numbers"
     print(f"moe ep 2 -> 1 and 1 -> 2 bit for bit ({whole['params_digest'][:16]})")
     # A two-level ple: every level's experts are a sharded run of the layout between
-    # replicated gates; its ep = 2 checkpoint continues on ep = 1.
+    # replicated gates.
     ple = ["--model.kind=ple", "--data.synthetic_tasks=2", "--model.num_experts=2", "--model.task_experts=1",
            "--model.ple_levels=2", "--model.expert_mlp=16,8", "--model.tower_mlp=8", "--layout.trainers=2",
            "--train.batch_size=64", "--store.mode=ps", "--optim.dense=adam", "--train.eval=false"]
     ple_whole = r.run("ple_whole", 4, *ple, "--layout.ep=1", "--train.steps=40")
-    ckpt = os.path.join(r.workdir, "ple_ckpt_ep2")
-    r.run("ple_first_ep2", 4, *ple, "--layout.ep=2", "--train.steps=20", "--checkpoint.dir=" + ckpt,
-          "--checkpoint.every_steps=20")
-    resumed = r.run("ple_ep2_to_ep1", 4, *ple, "--layout.ep=1", "--train.steps=40", "--resume=" + checkpoints(ckpt)[-1])
-    assert resumed["params_digest"] == ple_whole["params_digest"], "ple: ep 2 -> 1 changed the numbers"
-    print(f"ple ep 2 -> 1 bit for bit ({ple_whole['params_digest'][:16]})")
+    for first_ep, then_ep in ((2, 1), (1, 2)):
+        ckpt = os.path.join(r.workdir, f"ple_ckpt_ep{first_ep}")
+        r.run(f"ple_first_ep{first_ep}", 4, *ple, f"--layout.ep={first_ep}", "--train.steps=20",
+              "--checkpoint.dir=" + ckpt, "--checkpoint.every_steps=20")
+        resumed = r.run(f"ple_ep{first_ep}_to_ep{then_ep}", 4, *ple, f"--layout.ep={then_ep}", "--train.steps=40",
+                        "--resume=" + checkpoints(ckpt)[-1])
+        assert resumed["params_digest"] == ple_whole["params_digest"], f"ple: ep {first_ep} -> {then_ep} changed the numbers"
+    print(f"ple ep 2 -> 1 and 1 -> 2 bit for bit ({ple_whole['params_digest'][:16]})")
 
 
 def case_reshard_sequences(r):
