@@ -17,6 +17,13 @@ constexpr double kMiB = 1048576.0;
 // benefit this much above the donor's.
 constexpr double kStepShare = 0.05;
 constexpr double kMoveMargin = 1.25;
+// Below its first grant (what a static equal split gives it) a member lends only
+// space its L2 leaves empty while neither its L2 nor its L1 is filling (an L1
+// still filling will soon evict into its L2), and a member below it whose L2 is
+// full and whose ghosts hit takes memory back first. So sharing never leaves a
+// model worse off than the split. An L1 that grows by less than this share of
+// its rows in a window counts as full.
+constexpr double kSteadyL1Growth = 0.01;
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -37,9 +44,12 @@ struct alignas(64) L2Pool::Entry {
   std::atomic<int64_t> granted;  // bytes
   std::atomic<int64_t> applied;  // bytes its L2 holds now
   int64_t min_bytes, max_bytes;
-  std::atomic<int64_t> ghost_hits, l2_hits, samples, ghost_bytes;
+  int64_t fair_bytes;  // its first grant
+  std::atomic<int64_t> ghost_hits, l2_hits, samples, ghost_bytes, held_bytes, l1_rows;
   int64_t seen_hits, seen_l2_hits, seen_samples;  // the deciders' last look (under the lock)
   double benefit, value;                          // and what they measured then (-1 not yet)
+  int64_t seen_held, seen_l1_rows;                // at the window before (-1 not yet)
+  bool filling;                                   // its L2 or its L1 grew in the last window
 };
 
 std::vector<double> initial_l2_grants(double pool_mb, const std::vector<L2PoolMember>& members) {
@@ -101,7 +111,9 @@ void L2Pool::initialize(void* memory, double pool_mb, const std::vector<L2PoolMe
     e->applied.store(int64_t(grants[i] * kMiB));
     e->min_bytes = int64_t(members[i].min_mb * kMiB);
     e->max_bytes = int64_t((members[i].max_mb > 0 ? std::min(members[i].max_mb, pool_mb) : pool_mb) * kMiB);
+    e->fair_bytes = int64_t(grants[i] * kMiB);
     e->benefit = e->value = -1;
+    e->seen_held = e->seen_l1_rows = -1;
   }
 }
 
@@ -117,8 +129,10 @@ int64_t L2Pool::decisions() const { return decisions_; }
 int64_t L2Pool::moves() const { return moves_; }
 
 double L2Pool::report(uint64_t ghost_hits, uint64_t l2_hits, uint64_t samples, int64_t ghost_rows,
-                      int64_t row_bytes) {
+                      int64_t row_bytes, int64_t held_bytes, int64_t l1_rows) {
   Entry& mine = entries_[me_];
+  mine.held_bytes.store(held_bytes, std::memory_order_relaxed);
+  mine.l1_rows.store(l1_rows, std::memory_order_relaxed);
   mine.ghost_hits.store(int64_t(ghost_hits), std::memory_order_relaxed);
   mine.l2_hits.store(int64_t(l2_hits), std::memory_order_relaxed);
   mine.samples.store(int64_t(samples), std::memory_order_relaxed);
@@ -169,10 +183,70 @@ void L2Pool::decide() {
       const double window = double(samples - e.seen_samples);
       e.benefit = double(hits - e.seen_hits) / window / double(bytes);
       e.value = applied > 0 ? double(l2_hits - e.seen_l2_hits) / window / double(applied) : 0.0;
+      const int64_t held_now = e.held_bytes.load(std::memory_order_relaxed);
+      const int64_t l1_now = e.l1_rows.load(std::memory_order_relaxed);
+      e.filling = e.seen_held < 0 || held_now > e.seen_held ||
+                  double(l1_now - e.seen_l1_rows) > kSteadyL1Growth * double(std::max<int64_t>(l1_now, 1));
+      e.seen_held = held_now, e.seen_l1_rows = l1_now;
       e.seen_hits = hits, e.seen_l2_hits = l2_hits, e.seen_samples = samples;
     }
     benefit[size_t(i)] = e.benefit, value[size_t(i)] = e.value;  // its newest window
   }
+  const int64_t free = header_->pool_bytes - held;
+  // Lowers the donor first; what it frees is given out at a later decision, once applied.
+  auto take_step_from = [&](int donor) {
+    entries_[donor].granted.fetch_sub(step, std::memory_order_acq_rel);
+    ++moves_;
+  };
+  auto give = [&](Entry& r, int64_t most) {
+    const int64_t bytes = std::min({step, free, most, r.max_bytes - r.granted.load()});
+    if (bytes <= 0) return false;
+    r.granted.fetch_add(bytes, std::memory_order_acq_rel);
+    ++moves_;
+    return true;
+  };
+  // What a member below its first grant may lend: space its L2 leaves empty
+  // and has stopped filling.
+  auto may_lend_below_fair = [&](const Entry& e) {
+    return !e.filling && e.granted.load() - step >= e.held_bytes.load(std::memory_order_relaxed);
+  };
+  // 1. Fairness first: a member below its first grant whose L2 is full and
+  // whose ghosts hit takes memory back up to that grant, from free memory or
+  // from a member above its own.
+  int owed = -1;
+  for (int i = 0; i < consumers_; ++i) {
+    const Entry& e = entries_[i];
+    const bool full = e.granted.load() - step < e.held_bytes.load(std::memory_order_relaxed);  // < a step empty
+    if (benefit[size_t(i)] <= 0 || !full) continue;
+    if (e.granted.load() >= std::min(e.fair_bytes, e.max_bytes)) continue;
+    if (owed < 0 || benefit[size_t(i)] > benefit[size_t(owed)]) owed = i;
+  }
+  if (owed >= 0) {
+    // All it is owed at once, not in steps: every decision it waits costs it misses.
+    Entry& r = entries_[owed];
+    const int64_t owed_bytes = std::min(r.fair_bytes, r.max_bytes) - r.granted.load();
+    if (free > 0) {
+      const int64_t bytes = std::min(free, owed_bytes);
+      r.granted.fetch_add(bytes, std::memory_order_acq_rel);
+      ++moves_;
+      return;
+    }
+    int donor = -1;
+    for (int i = 0; i < consumers_; ++i) {
+      const Entry& e = entries_[i];
+      if (i == owed || e.granted.load() <= std::max(e.fair_bytes, e.min_bytes)) continue;
+      if (donor < 0 || value[size_t(i)] < value[size_t(donor)]) donor = i;
+    }
+    if (donor >= 0) {
+      Entry& d = entries_[donor];
+      const int64_t bytes = std::min(owed_bytes, d.granted.load() - std::max(d.fair_bytes, d.min_bytes));
+      d.granted.fetch_sub(bytes, std::memory_order_acq_rel);  // given out once applied
+      ++moves_;
+    }
+    return;
+  }
+  // 2. Free memory to the largest gain; else a step from the memory that buys
+  // least, when the gain beats it (below a first grant: only memory left idle).
   int receiver = -1, donor = -1;
   for (int i = 0; i < consumers_; ++i) {
     const Entry& e = entries_[i];
@@ -181,26 +255,17 @@ void L2Pool::decide() {
     if (receiver < 0 || benefit[size_t(i)] > benefit[size_t(receiver)]) receiver = i;
   }
   if (receiver < 0) return;
-  Entry& r = entries_[receiver];
-  const int64_t free = header_->pool_bytes - held;
   if (free > 0) {
-    const int64_t give = std::min({step, free, r.max_bytes - r.granted.load()});
-    if (give > 0) {
-      r.granted.fetch_add(give, std::memory_order_acq_rel);
-      ++moves_;
-    }
+    give(entries_[receiver], step);
     return;
   }
   for (int i = 0; i < consumers_; ++i) {
     const Entry& e = entries_[i];
     if (i == receiver || value[size_t(i)] < 0 || e.granted.load() - step < e.min_bytes) continue;
+    if (e.granted.load() - step < e.fair_bytes && !may_lend_below_fair(e)) continue;
     if (donor < 0 || value[size_t(i)] < value[size_t(donor)]) donor = i;
   }
-  if (donor >= 0 && benefit[size_t(receiver)] > kMoveMargin * value[size_t(donor)] + 1e-15) {
-    // Lowered first; what it frees is given out at a later decision, once applied.
-    entries_[donor].granted.fetch_sub(step, std::memory_order_acq_rel);
-    ++moves_;
-  }
+  if (donor >= 0 && benefit[size_t(receiver)] > kMoveMargin * value[size_t(donor)] + 1e-15) take_step_from(donor);
 }
 
 }  // namespace strata::store

@@ -1,8 +1,9 @@
 // L2Pool: first grants fill floors then share the rest up to the caps; a
 // decision gives free memory to the member whose ghosts say more would help
 // most, moves a step from the member whose held bytes buy least only when the
-// gain beats that, keeps every grant within its floor and cap, and the grants
-// in force never add up to more than the pool. GhostRows counts misses on
+// gain beats that (and below the donor's first grant only while its L2 is
+// idle), keeps every grant within its floor and cap, and the grants in force
+// never add up to more than the pool. GhostRows counts misses on
 // recently evicted rows only.
 #include "store/l2_pool.hpp"
 
@@ -20,6 +21,9 @@ namespace strata::store {
 namespace {
 
 constexpr double kMiB = 1048576.0;
+
+// The bytes of a member whose L2 holds all it is granted.
+int64_t full(const L2Pool& member) { return int64_t(member.granted_mb() * kMiB); }
 
 TEST(L2Pool, FirstGrantsFillFloorsThenShareUpToCaps) {
   // 100 MiB; a ps member holds nothing; floors 10 and 0; caps 30 and the whole pool.
@@ -45,19 +49,19 @@ struct Ledger {
   std::vector<std::unique_ptr<L2Pool>> pools;
 };
 
-TEST(L2Pool, MemoryMovesToWhereGhostsHitFromWhereHitsAreFew) {
+TEST(L2Pool, MemoryMovesToWhereGhostsHitFromWhereItIsIdle) {
   Ledger ledger(100, {{true, 0, 0}, {true, 20, 0}});
   L2Pool& a = *ledger.pools[0];
   L2Pool& b = *ledger.pools[1];
   EXPECT_NEAR(a.granted_mb(), 40, 1e-6);
   EXPECT_NEAR(b.granted_mb(), 60, 1e-6);
-  // a: its L2 is hardly hit and its ghosts never; b: its ghosts are hit often.
-  uint64_t samples = 0, a_hits = 0, b_ghosts = 0, b_hits = 0;
+  // a: its L2 is never hit and its ghosts neither; b: its ghosts are hit often.
+  uint64_t samples = 0, b_ghosts = 0, b_hits = 0;
   for (int step = 0; step < 200; ++step) {
-    samples += 1000, a_hits += 1, b_ghosts += 500, b_hits += 800;
-    a.report(0, a_hits, samples, 1000, 1024);
+    samples += 1000, b_ghosts += 500, b_hits += 800;
+    a.report(0, 0, samples, 1000, 1024, 0, 0);
     a.applied(a.granted_mb());
-    b.report(b_ghosts, b_hits, samples, 1000, 1024);
+    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 0);
     b.applied(b.granted_mb());
     EXPECT_LE(a.granted_mb() + b.granted_mb(), 100 + 1e-6);
     EXPECT_GE(b.granted_mb(), 20 - 1e-6);
@@ -70,6 +74,76 @@ TEST(L2Pool, MemoryMovesToWhereGhostsHitFromWhereHitsAreFew) {
   EXPECT_EQ(a.granted_mb(), 0);
 }
 
+TEST(L2Pool, AMemberThatUsesItsL2KeepsItsFirstGrant) {
+  // a's L2 is full and serves 1 hit per 1000 samples, far less per byte than
+  // b's ghosts promise: above its first grant it would give memory up, below it
+  // not, so a ends no worse off than with a static split.
+  Ledger ledger(100, {{true, 0, 0}, {true, 20, 0}});
+  L2Pool& a = *ledger.pools[0];
+  L2Pool& b = *ledger.pools[1];
+  uint64_t samples = 0, a_hits = 0, b_ghosts = 0, b_hits = 0;
+  for (int step = 0; step < 200; ++step) {
+    samples += 1000, a_hits += 1, b_ghosts += 500, b_hits += 800;
+    a.report(0, a_hits, samples, 1000, 1024, full(a), 0);
+    a.applied(a.granted_mb());
+    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 0);
+    b.applied(b.granted_mb());
+    EXPECT_GE(a.granted_mb(), 40 - 1e-6);
+  }
+  EXPECT_NEAR(a.granted_mb(), 40, 1e-6);
+  EXPECT_NEAR(b.granted_mb(), 60, 1e-6);
+  // Once its L2 empties (its L1 took its rows), that space moves.
+  for (int step = 0; step < 200; ++step) {
+    samples += 1000, b_ghosts += 500, b_hits += 800;
+    a.report(0, a_hits, samples, 1000, 1024, 0, 0);
+    a.applied(a.granted_mb());
+    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 0);
+    b.applied(b.granted_mb());
+  }
+  EXPECT_NEAR(a.granted_mb(), 0, 1e-6);
+  EXPECT_NEAR(b.granted_mb(), 100, 1e-6);
+  // When it fills again and its ghosts say it needs more, it takes memory back
+  // up to its first grant, though b's gain is larger.
+  uint64_t a_ghosts = 0;
+  for (int step = 0; step < 200; ++step) {
+    samples += 1000, a_hits += 5, a_ghosts += 5, b_ghosts += 500, b_hits += 800;
+    a.report(a_ghosts, a_hits, samples, 1000, 1024, full(a), 0);
+    a.applied(a.granted_mb());
+    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 0);
+    b.applied(b.granted_mb());
+    EXPECT_LE(a.granted_mb() + b.granted_mb(), 100 + 1e-6);
+  }
+  EXPECT_NEAR(a.granted_mb(), 40, 1e-6);
+  EXPECT_NEAR(b.granted_mb(), 60, 1e-6);
+}
+
+TEST(L2Pool, AnEmptyL2WhoseL1IsStillFillingIsNotLent) {
+  // a's L2 is empty only because its L1 has not filled yet (it will soon evict
+  // into the L2): its space stays; once its L1 holds steady, the empty space moves.
+  Ledger ledger(100, {{true, 0, 0}, {true, 0, 0}});
+  L2Pool& a = *ledger.pools[0];
+  L2Pool& b = *ledger.pools[1];
+  uint64_t samples = 0, b_ghosts = 0, b_hits = 0;
+  int64_t a_l1_rows = 1000;
+  for (int step = 0; step < 100; ++step) {
+    samples += 1000, b_ghosts += 500, b_hits += 800, a_l1_rows += a_l1_rows / 10;
+    a.report(0, 0, samples, 1000, 1024, 0, a_l1_rows);
+    a.applied(a.granted_mb());
+    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 5000);
+    b.applied(b.granted_mb());
+    EXPECT_NEAR(a.granted_mb(), 50, 1e-6);
+  }
+  for (int step = 0; step < 100; ++step) {
+    samples += 1000, b_ghosts += 500, b_hits += 800;
+    a.report(0, 0, samples, 1000, 1024, 0, a_l1_rows);
+    a.applied(a.granted_mb());
+    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 5000);
+    b.applied(b.granted_mb());
+  }
+  EXPECT_NEAR(a.granted_mb(), 0, 1e-6);
+  EXPECT_NEAR(b.granted_mb(), 100, 1e-6);
+}
+
 TEST(L2Pool, NoMoveWhenTheGainDoesNotBeatWhatTheBytesBuy) {
   Ledger ledger(100, {{true, 0, 0}, {true, 0, 0}});
   L2Pool& a = *ledger.pools[0];
@@ -78,8 +152,8 @@ TEST(L2Pool, NoMoveWhenTheGainDoesNotBeatWhatTheBytesBuy) {
   for (int step = 0; step < 50; ++step) {
     // a's 50 MiB buy 200 hits per 1000 samples; b's 1000 ghost rows of 1 KiB would buy 1.
     samples += 1000, a_hits += 200, b_ghosts += 1;
-    a.report(0, a_hits, samples, 1000, 1024);
-    b.report(b_ghosts, 0, samples, 1000, 1024);
+    a.report(0, a_hits, samples, 1000, 1024, full(a), 0);
+    b.report(b_ghosts, 0, samples, 1000, 1024, full(b), 0);
   }
   EXPECT_NEAR(a.granted_mb(), 50, 1e-6);
   EXPECT_NEAR(b.granted_mb(), 50, 1e-6);
@@ -92,9 +166,9 @@ TEST(L2Pool, CapsAndFloorsHold) {
   uint64_t samples = 0, b_ghosts = 0;
   for (int step = 0; step < 200; ++step) {
     samples += 1000, b_ghosts += 900;
-    a.report(0, 0, samples, 1000, 1024);
+    a.report(0, 0, samples, 1000, 1024, 0, 0);
     a.applied(a.granted_mb());
-    b.report(b_ghosts, 0, samples, 1000, 1024);
+    b.report(b_ghosts, 0, samples, 1000, 1024, full(b), 0);
     b.applied(b.granted_mb());
   }
   EXPECT_GE(a.granted_mb(), 30 - 1e-6);
@@ -109,8 +183,8 @@ TEST(L2Pool, AGrantIsGivenOnlyOnceTheDonorHasShrunk) {
   uint64_t samples = 0;
   for (int step = 1; step <= 20; ++step) {
     samples += 1000;
-    a.report(0, 0, samples, 1000, 1024);  // a never applies what it is granted
-    b.report(uint64_t(step) * 900, 0, samples, 1000, 1024);
+    a.report(0, 0, samples, 1000, 1024, 0, 0);  // a never applies what it is granted
+    b.report(uint64_t(step) * 900, 0, samples, 1000, 1024, full(b), 0);
     b.applied(b.granted_mb());
   }
   // a was lowered once; its bytes are still held, so b got nothing yet.
@@ -118,7 +192,7 @@ TEST(L2Pool, AGrantIsGivenOnlyOnceTheDonorHasShrunk) {
   EXPECT_NEAR(b.granted_mb(), 50, 1e-6);
   a.applied(a.granted_mb());
   samples += 1000;
-  b.report(21 * 900, 0, samples, 1000, 1024);
+  b.report(21 * 900, 0, samples, 1000, 1024, full(b), 0);
   EXPECT_GT(b.granted_mb(), 50);
 }
 
