@@ -18,12 +18,12 @@ constexpr double kMiB = 1048576.0;
 constexpr double kStepShare = 0.05;
 constexpr double kMoveMargin = 1.25;
 // Below its first grant (what a static equal split gives it) a member lends only
-// space its L2 leaves empty while neither its L2 nor its L1 is filling (an L1
-// still filling will soon evict into its L2), and a member below it whose L2 is
-// full and whose ghosts hit takes memory back first. So sharing never leaves a
-// model worse off than the split. An L1 that grows by less than this share of
-// its rows in a window counts as full.
-constexpr double kSteadyL1Growth = 0.01;
+// space its L2 leaves empty while its L2 is not filling and its L1 will not fill
+// soon (a full L1 evicts into the L2), and a member below it whose L2 is full
+// and whose ghosts hit takes memory back first. So sharing never leaves a model
+// worse off than the split. "Soon": the L1's room would last fewer windows than
+// this at the pace it grew in the last one.
+constexpr double kFillHorizonWindows = 40;
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -45,11 +45,11 @@ struct alignas(64) L2Pool::Entry {
   std::atomic<int64_t> applied;  // bytes its L2 holds now
   int64_t min_bytes, max_bytes;
   int64_t fair_bytes;  // its first grant
-  std::atomic<int64_t> ghost_hits, l2_hits, samples, ghost_bytes, held_bytes, l1_rows;
+  std::atomic<int64_t> ghost_hits, l2_hits, samples, ghost_bytes, held_bytes, l1_rows, l1_capacity_rows;
   int64_t seen_hits, seen_l2_hits, seen_samples;  // the deciders' last look (under the lock)
   double benefit, value;                          // and what they measured then (-1 not yet)
   int64_t seen_held, seen_l1_rows;                // at the window before (-1 not yet)
-  bool filling;                                   // its L2 or its L1 grew in the last window
+  bool filling;                                   // its L2 grew in the last window, or its L1 fills soon
 };
 
 std::vector<double> initial_l2_grants(double pool_mb, const std::vector<L2PoolMember>& members) {
@@ -129,10 +129,11 @@ int64_t L2Pool::decisions() const { return decisions_; }
 int64_t L2Pool::moves() const { return moves_; }
 
 double L2Pool::report(uint64_t ghost_hits, uint64_t l2_hits, uint64_t samples, int64_t ghost_rows,
-                      int64_t row_bytes, int64_t held_bytes, int64_t l1_rows) {
+                      int64_t row_bytes, int64_t held_bytes, int64_t l1_rows, int64_t l1_capacity_rows) {
   Entry& mine = entries_[me_];
   mine.held_bytes.store(held_bytes, std::memory_order_relaxed);
   mine.l1_rows.store(l1_rows, std::memory_order_relaxed);
+  mine.l1_capacity_rows.store(l1_capacity_rows, std::memory_order_relaxed);
   mine.ghost_hits.store(int64_t(ghost_hits), std::memory_order_relaxed);
   mine.l2_hits.store(int64_t(l2_hits), std::memory_order_relaxed);
   mine.samples.store(int64_t(samples), std::memory_order_relaxed);
@@ -185,8 +186,10 @@ void L2Pool::decide() {
       e.value = applied > 0 ? double(l2_hits - e.seen_l2_hits) / window / double(applied) : 0.0;
       const int64_t held_now = e.held_bytes.load(std::memory_order_relaxed);
       const int64_t l1_now = e.l1_rows.load(std::memory_order_relaxed);
-      e.filling = e.seen_held < 0 || held_now > e.seen_held ||
-                  double(l1_now - e.seen_l1_rows) > kSteadyL1Growth * double(std::max<int64_t>(l1_now, 1));
+      const int64_t l1_room = e.l1_capacity_rows.load(std::memory_order_relaxed) - l1_now;
+      const int64_t l1_growth = e.seen_l1_rows < 0 ? l1_now : l1_now - e.seen_l1_rows;
+      e.filling = e.seen_held < 0 || held_now > e.seen_held || l1_room <= 0 ||
+                  double(l1_room) < kFillHorizonWindows * double(std::max<int64_t>(l1_growth, 0));
       e.seen_held = held_now, e.seen_l1_rows = l1_now;
       e.seen_hits = hits, e.seen_l2_hits = l2_hits, e.seen_samples = samples;
     }

@@ -8,8 +8,8 @@
 // byte, and when none is free, a step moves to it from the grant whose held
 // bytes buy the fewest L2 hits per sample per byte, if the gain beats that by
 // 25 %. Below its first grant (a static equal split's share) a member lends only
-// space its L2 leaves empty while its L2 and L1 have stopped filling, and takes
-// it back first once full, so no model ends worse off than with the split. A grant is lowered before anything is given out of
+// space its L2 leaves empty while its L2 is not filling and its L1 will not
+// fill soon, and takes it back first once full, so no model ends worse off than with the split. A grant is lowered before anything is given out of
 // it, so the grants in force never add up to more than the pool. Caching never
 // changes the numbers, so no decision can break exactness.
 #pragma once
@@ -43,10 +43,10 @@ class L2Pool {
   double granted_mb() const;  // this member's grant now
   double max_mb() const;      // the most it may be granted (its arena)
   // This member's ghost hits, L2 hits and samples so far (cumulative), the
-  // bytes of its ghost rows, the bytes its L2 holds now and the rows its L1s
-  // hold now; may decide for everyone. Returns this member's grant.
+  // bytes of its ghost rows, the bytes its L2 holds now, and the rows its L1s
+  // hold now and can hold; may decide for everyone. Returns this member's grant.
   double report(uint64_t ghost_hits, uint64_t l2_hits, uint64_t samples, int64_t ghost_rows, int64_t row_bytes,
-                int64_t held_bytes, int64_t l1_rows);
+                int64_t held_bytes, int64_t l1_rows, int64_t l1_capacity_rows);
   // This member now holds `mb` (after shrinking or growing its L2).
   void applied(double mb);
   // This member holds nothing more (training is over): its grant returns to the pool.

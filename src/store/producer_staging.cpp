@@ -90,10 +90,10 @@ std::string ProducerStaging::run_l2_pool(int64_t round, uint64_t samples) {
   constexpr int64_t kEveryRounds = 8;
   if (!l2_pool_ || round % kEveryRounds != 0) return {};
   const int64_t row_bytes = int64_t(L2HostTier::bytes_for(ghost_rows_, width_) / size_t(std::max<int64_t>(ghost_rows_, 1)));
-  int64_t l1_rows = 0;
-  for (const L1Directory& directory : directories_) l1_rows += directory.size();
+  int64_t l1_rows = 0, l1_capacity = 0;
+  for (const L1Directory& directory : directories_) l1_rows += directory.size(), l1_capacity += directory.capacity();
   const double grant = l2_pool_->report(l2_->ghosts()->hits(), l2_->counters().hits, samples, ghost_rows_, row_bytes,
-                                        l2_->size() * row_bytes, l1_rows);
+                                        l2_->size() * row_bytes, l1_rows, l1_capacity);
   if (std::abs(grant - pool_grant_mb_) < 1e-6) return {};
   const std::string note = "step " + std::to_string(round) + ": L2 " + std::to_string(pool_grant_mb_) + " -> " +
                            std::to_string(grant) + " MiB of the shared pool";

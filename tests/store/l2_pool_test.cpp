@@ -22,6 +22,9 @@ namespace {
 
 constexpr double kMiB = 1048576.0;
 
+// An L1 that will not fill: the rows it could hold.
+constexpr int64_t kRoomy = int64_t(1) << 40;
+
 // The bytes of a member whose L2 holds all it is granted.
 int64_t full(const L2Pool& member) { return int64_t(member.granted_mb() * kMiB); }
 
@@ -59,9 +62,9 @@ TEST(L2Pool, MemoryMovesToWhereGhostsHitFromWhereItIsIdle) {
   uint64_t samples = 0, b_ghosts = 0, b_hits = 0;
   for (int step = 0; step < 200; ++step) {
     samples += 1000, b_ghosts += 500, b_hits += 800;
-    a.report(0, 0, samples, 1000, 1024, 0, 0);
+    a.report(0, 0, samples, 1000, 1024, 0, 0, kRoomy);
     a.applied(a.granted_mb());
-    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 0);
+    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 0, kRoomy);
     b.applied(b.granted_mb());
     EXPECT_LE(a.granted_mb() + b.granted_mb(), 100 + 1e-6);
     EXPECT_GE(b.granted_mb(), 20 - 1e-6);
@@ -84,9 +87,9 @@ TEST(L2Pool, AMemberThatUsesItsL2KeepsItsFirstGrant) {
   uint64_t samples = 0, a_hits = 0, b_ghosts = 0, b_hits = 0;
   for (int step = 0; step < 200; ++step) {
     samples += 1000, a_hits += 1, b_ghosts += 500, b_hits += 800;
-    a.report(0, a_hits, samples, 1000, 1024, full(a), 0);
+    a.report(0, a_hits, samples, 1000, 1024, full(a), 0, kRoomy);
     a.applied(a.granted_mb());
-    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 0);
+    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 0, kRoomy);
     b.applied(b.granted_mb());
     EXPECT_GE(a.granted_mb(), 40 - 1e-6);
   }
@@ -95,9 +98,9 @@ TEST(L2Pool, AMemberThatUsesItsL2KeepsItsFirstGrant) {
   // Once its L2 empties (its L1 took its rows), that space moves.
   for (int step = 0; step < 200; ++step) {
     samples += 1000, b_ghosts += 500, b_hits += 800;
-    a.report(0, a_hits, samples, 1000, 1024, 0, 0);
+    a.report(0, a_hits, samples, 1000, 1024, 0, 0, kRoomy);
     a.applied(a.granted_mb());
-    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 0);
+    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 0, kRoomy);
     b.applied(b.granted_mb());
   }
   EXPECT_NEAR(a.granted_mb(), 0, 1e-6);
@@ -107,9 +110,9 @@ TEST(L2Pool, AMemberThatUsesItsL2KeepsItsFirstGrant) {
   uint64_t a_ghosts = 0;
   for (int step = 0; step < 200; ++step) {
     samples += 1000, a_hits += 5, a_ghosts += 5, b_ghosts += 500, b_hits += 800;
-    a.report(a_ghosts, a_hits, samples, 1000, 1024, full(a), 0);
+    a.report(a_ghosts, a_hits, samples, 1000, 1024, full(a), 0, kRoomy);
     a.applied(a.granted_mb());
-    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 0);
+    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 0, kRoomy);
     b.applied(b.granted_mb());
     EXPECT_LE(a.granted_mb() + b.granted_mb(), 100 + 1e-6);
   }
@@ -117,27 +120,29 @@ TEST(L2Pool, AMemberThatUsesItsL2KeepsItsFirstGrant) {
   EXPECT_NEAR(b.granted_mb(), 60, 1e-6);
 }
 
-TEST(L2Pool, AnEmptyL2WhoseL1IsStillFillingIsNotLent) {
-  // a's L2 is empty only because its L1 has not filled yet (it will soon evict
-  // into the L2): its space stays; once its L1 holds steady, the empty space moves.
+TEST(L2Pool, AnEmptyL2WhoseL1FillsSoonIsNotLent) {
+  // a's L2 is empty only because its L1 (30,000 rows) has not filled yet: at
+  // 1,000 more rows a window it fills within 40 windows and will then evict
+  // into the L2, so its space stays. Once its L1 holds steady with room to
+  // spare, the empty space moves.
   Ledger ledger(100, {{true, 0, 0}, {true, 0, 0}});
   L2Pool& a = *ledger.pools[0];
   L2Pool& b = *ledger.pools[1];
   uint64_t samples = 0, b_ghosts = 0, b_hits = 0;
   int64_t a_l1_rows = 1000;
-  for (int step = 0; step < 100; ++step) {
-    samples += 1000, b_ghosts += 500, b_hits += 800, a_l1_rows += a_l1_rows / 10;
-    a.report(0, 0, samples, 1000, 1024, 0, a_l1_rows);
+  for (int step = 0; step < 25; ++step) {
+    samples += 1000, b_ghosts += 500, b_hits += 800, a_l1_rows += 1000;
+    a.report(0, 0, samples, 1000, 1024, 0, a_l1_rows, 30000);
     a.applied(a.granted_mb());
-    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 5000);
+    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 5000, kRoomy);
     b.applied(b.granted_mb());
     EXPECT_NEAR(a.granted_mb(), 50, 1e-6);
   }
   for (int step = 0; step < 100; ++step) {
     samples += 1000, b_ghosts += 500, b_hits += 800;
-    a.report(0, 0, samples, 1000, 1024, 0, a_l1_rows);
+    a.report(0, 0, samples, 1000, 1024, 0, a_l1_rows, 30000);
     a.applied(a.granted_mb());
-    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 5000);
+    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 5000, kRoomy);
     b.applied(b.granted_mb());
   }
   EXPECT_NEAR(a.granted_mb(), 0, 1e-6);
@@ -152,8 +157,8 @@ TEST(L2Pool, NoMoveWhenTheGainDoesNotBeatWhatTheBytesBuy) {
   for (int step = 0; step < 50; ++step) {
     // a's 50 MiB buy 200 hits per 1000 samples; b's 1000 ghost rows of 1 KiB would buy 1.
     samples += 1000, a_hits += 200, b_ghosts += 1;
-    a.report(0, a_hits, samples, 1000, 1024, full(a), 0);
-    b.report(b_ghosts, 0, samples, 1000, 1024, full(b), 0);
+    a.report(0, a_hits, samples, 1000, 1024, full(a), 0, kRoomy);
+    b.report(b_ghosts, 0, samples, 1000, 1024, full(b), 0, kRoomy);
   }
   EXPECT_NEAR(a.granted_mb(), 50, 1e-6);
   EXPECT_NEAR(b.granted_mb(), 50, 1e-6);
@@ -166,9 +171,9 @@ TEST(L2Pool, CapsAndFloorsHold) {
   uint64_t samples = 0, b_ghosts = 0;
   for (int step = 0; step < 200; ++step) {
     samples += 1000, b_ghosts += 900;
-    a.report(0, 0, samples, 1000, 1024, 0, 0);
+    a.report(0, 0, samples, 1000, 1024, 0, 0, kRoomy);
     a.applied(a.granted_mb());
-    b.report(b_ghosts, 0, samples, 1000, 1024, full(b), 0);
+    b.report(b_ghosts, 0, samples, 1000, 1024, full(b), 0, kRoomy);
     b.applied(b.granted_mb());
   }
   EXPECT_GE(a.granted_mb(), 30 - 1e-6);
@@ -183,8 +188,8 @@ TEST(L2Pool, AGrantIsGivenOnlyOnceTheDonorHasShrunk) {
   uint64_t samples = 0;
   for (int step = 1; step <= 20; ++step) {
     samples += 1000;
-    a.report(0, 0, samples, 1000, 1024, 0, 0);  // a never applies what it is granted
-    b.report(uint64_t(step) * 900, 0, samples, 1000, 1024, full(b), 0);
+    a.report(0, 0, samples, 1000, 1024, 0, 0, kRoomy);  // a never applies what it is granted
+    b.report(uint64_t(step) * 900, 0, samples, 1000, 1024, full(b), 0, kRoomy);
     b.applied(b.granted_mb());
   }
   // a was lowered once; its bytes are still held, so b got nothing yet.
@@ -192,7 +197,7 @@ TEST(L2Pool, AGrantIsGivenOnlyOnceTheDonorHasShrunk) {
   EXPECT_NEAR(b.granted_mb(), 50, 1e-6);
   a.applied(a.granted_mb());
   samples += 1000;
-  b.report(21 * 900, 0, samples, 1000, 1024, full(b), 0);
+  b.report(21 * 900, 0, samples, 1000, 1024, full(b), 0, kRoomy);
   EXPECT_GT(b.granted_mb(), 50);
 }
 
