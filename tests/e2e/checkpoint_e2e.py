@@ -215,30 +215,23 @@ def case_reshard_experts(r):
     included: the digest reads it)."""
     moe = ["--model.kind=moe", "--model.num_experts=4", "--model.top_k=2", "--layout.trainers=2",
            "--train.batch_size=64", "--store.mode=ps", "--optim.dense=adam"]
-    whole = r.run("moe_whole", 4, *moe, "--layout.ep=1", "--train.steps=40")
-    for first_ep, then_ep in ((2, 1), (1, 2)):
-        ckpt = os.path.join(r.workdir, f"moe_ckpt_ep{first_ep}")
-        r.run(f"moe_first_ep{first_ep}", 4, *moe, f"--layout.ep={first_ep}", "--train.steps=20",
-              "--checkpoint.dir=" + ckpt, "--checkpoint.every_steps=20")
-        resumed = r.run(f"moe_ep{first_ep}_to_ep{then_ep}", 4, *moe, f"--layout.ep={then_ep}", "--train.steps=40",
-                        "--resume=" + checkpoints(ckpt)[-1])
-        assert resumed["checkpoints"]["resumed_from_step"] == 20, resumed["checkpoints"]
-        assert resumed["params_digest"] == whole["params_digest"], f"moe: ep {first_ep} -> {then_ep} changed the numbers"
-    print(f"moe ep 2 -> 1 and 1 -> 2 bit for bit ({whole['params_digest'][:16]})")
     # A two-level ple: every level's experts are a sharded run of the layout between
     # replicated gates.
     ple = ["--model.kind=ple", "--data.synthetic_tasks=2", "--model.num_experts=2", "--model.task_experts=1",
            "--model.ple_levels=2", "--model.expert_mlp=16,8", "--model.tower_mlp=8", "--layout.trainers=2",
            "--train.batch_size=64", "--store.mode=ps", "--optim.dense=adam", "--train.eval=false"]
-    ple_whole = r.run("ple_whole", 4, *ple, "--layout.ep=1", "--train.steps=40")
-    for first_ep, then_ep in ((2, 1), (1, 2)):
-        ckpt = os.path.join(r.workdir, f"ple_ckpt_ep{first_ep}")
-        r.run(f"ple_first_ep{first_ep}", 4, *ple, f"--layout.ep={first_ep}", "--train.steps=20",
-              "--checkpoint.dir=" + ckpt, "--checkpoint.every_steps=20")
-        resumed = r.run(f"ple_ep{first_ep}_to_ep{then_ep}", 4, *ple, f"--layout.ep={then_ep}", "--train.steps=40",
-                        "--resume=" + checkpoints(ckpt)[-1])
-        assert resumed["params_digest"] == ple_whole["params_digest"], f"ple: ep {first_ep} -> {then_ep} changed the numbers"
-    print(f"ple ep 2 -> 1 and 1 -> 2 bit for bit ({ple_whole['params_digest'][:16]})")
+    for name, args in (("moe", moe), ("ple", ple)):
+        whole = r.run(f"{name}_whole", 4, *args, "--layout.ep=1", "--train.steps=40")
+        for first_ep, then_ep in ((2, 1), (1, 2)):
+            ckpt = os.path.join(r.workdir, f"{name}_ckpt_ep{first_ep}")
+            r.run(f"{name}_first_ep{first_ep}", 4, *args, f"--layout.ep={first_ep}", "--train.steps=20",
+                  "--checkpoint.dir=" + ckpt, "--checkpoint.every_steps=20")
+            resumed = r.run(f"{name}_ep{first_ep}_to_ep{then_ep}", 4, *args, f"--layout.ep={then_ep}",
+                            "--train.steps=40", "--resume=" + checkpoints(ckpt)[-1])
+            assert resumed["checkpoints"]["resumed_from_step"] == 20, resumed["checkpoints"]
+            assert resumed["params_digest"] == whole["params_digest"], \
+                f"{name}: ep {first_ep} -> {then_ep} changed the numbers"
+        print(f"{name} ep 2 -> 1 and 1 -> 2 bit for bit ({whole['params_digest'][:16]})")
 
 
 def case_reshard_sequences(r):
