@@ -265,7 +265,9 @@ void SequenceParallelAttention::forward(const float* q, const float* k, const fl
       const Unit& u = forward_units_[i];
       if (u.home != src || u.executor != me) continue;
       const int nw = (u.h1 - u.h0) * head_dim_;
-      for (auto* x : {&rows_of[i]->q, &rows_of[i]->k, &rows_of[i]->v}) take_rows(in, x->data(), 0, nw, u.q0, u.q1, 0, nw);
+      for (auto* x : {&rows_of[i]->q, &rows_of[i]->k, &rows_of[i]->v}) {
+        take_rows(in, x->data(), 0, nw, u.q0, u.q1, 0, nw);
+      }
     }
   }
   // Ring: stage s, the executor of each history's chunk s passes the K/V rows it
@@ -275,7 +277,9 @@ void SequenceParallelAttention::forward(const float* q, const float* k, const fl
       const Unit& u = forward_units_[i];
       if (u.executor != me || u.chunk != stage || u.next_executor < 0) continue;
       const int nw = (u.h1 - u.h0) * head_dim_;
-      for (auto* x : {&rows_of[i]->k, &rows_of[i]->v}) append_rows(parts_[size_t(u.next_executor)], x->data(), 0, nw, 0, u.q1, 0, nw);
+      for (auto* x : {&rows_of[i]->k, &rows_of[i]->v}) {
+        append_rows(parts_[size_t(u.next_executor)], x->data(), 0, nw, 0, u.q1, 0, nw);
+      }
     }
     // What arrives is known from the plan: the prefix of each chunk s + 1 this member runs.
     std::vector<int> expected(size_t(members), 0);

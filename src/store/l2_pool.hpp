@@ -9,8 +9,9 @@
 // bytes buy the fewest L2 hits per sample per byte, if the gain beats that by
 // 25 %. Below its first grant (a static equal split's share) a member lends only
 // space its L2 leaves empty while its L2 is not filling and its L1 will not
-// fill soon, and takes it back first once full, so no model ends worse off than with the split. A grant is lowered before anything is given out of
-// it, so the grants in force never add up to more than the pool. Caching never
+// fill soon, and takes it back first once full, so no model ends worse off
+// than with the split. A grant is lowered before anything is given out of it,
+// so the grants in force never add up to more than the pool. Caching never
 // changes the numbers, so no decision can break exactness.
 #pragma once
 

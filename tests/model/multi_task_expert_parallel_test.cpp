@@ -178,7 +178,8 @@ TEST(MultiTaskExpertStorage, EachMemberKeepsItsOwnExperts) {
       }
     }
   }
-  for (const char* name : {"bottom.0.weight", "level.0.gate.shared.weight", "level.1.gate.1.weight", "tower.1.1.bias"}) {
+  for (const char* name :
+       {"bottom.0.weight", "level.0.gate.shared.weight", "level.1.gate.1.weight", "tower.1.1.bias"}) {
     EXPECT_NO_THROW(part.parameters().slice(name)) << name;
   }
   EXPECT_THROW(part.set_expert_group(&group), strata::Error);  // once
