@@ -62,7 +62,7 @@ enum TrainerField { kStallS, kPullWaitS, kRowsPulled, kBytesPulled, kRowsPushed,
 nlohmann::json build_summary(const RunOptions& options, const TrainerReport& root,
                              const std::vector<RankReport>& reports, const std::vector<double>& teacher_auc) {
   double bytes_pulled = 0, bytes_pushed = 0, bytes_requested = 0, bytes_batches = 0, bytes_allreduce = 0;
-  double bytes_experts = 0, bytes_sequence = 0;
+  double bytes_experts = 0, bytes_sequence = 0, bytes_sequence_busiest = 0;
   double rows_pulled = 0, rows_pushed = 0, stall = 0, pull_wait = 0;
   double keys_total = 0, keys_unique = 0, keys_batches = 0;
   double lines = 0, malformed = 0, server_rows = 0, server_memory = 0, producer_blocked = 0, producer_build = 0;
@@ -87,6 +87,7 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
         bytes_requested += v[kBytesRequested], bytes_batches += v[kBytesBatches];
         bytes_allreduce += v[kBytesAllreduce], bytes_experts += v[kBytesExperts];
         bytes_sequence += v[kBytesSequence];
+        bytes_sequence_busiest = std::max(bytes_sequence_busiest, v[kBytesSequence]);
         keys_total += v[kKeysTotal], keys_unique += v[kKeysUnique], keys_batches += v[kKeysBatches];
         break;
       case Role::kProducer:
@@ -162,7 +163,9 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
                                     {"attention_max_mean_worst", sp.max_mean_worst},
                                     {"split_sequences_per_step", sp.split_sequences / sp.steps},
                                     {"trainer0_bytes_per_layer_forward", sp.bytes_forward / layer_steps},
-                                    {"trainer0_bytes_per_layer_backward", sp.bytes_backward / layer_steps}};
+                                    {"trainer0_bytes_per_layer_backward", sp.bytes_backward / layer_steps},
+                                    // Every trainer's sends, plans included: the ring spreads a home's.
+                                    {"busiest_trainer_bytes_per_layer", bytes_sequence_busiest / layer_steps}};
   }
   if (!root.routing.routed.empty()) {
     summary["experts"] = routing_json(root.routing);

@@ -1084,6 +1084,9 @@ def case_sequence_parallel(r):
             assert plan["mode"] == mode and plan["split_sequences_per_step"] > 0, plan
             assert 1.0 <= plan["attention_max_mean"] <= plan["attention_max_mean_worst"], plan
             assert sp2["bytes"]["trainer_sequence"] > 0 and sp1["bytes"]["trainer_sequence"] == 0
+            # The busiest trainer sent at least trainer 0's attention bytes (plus its plans).
+            assert plan["busiest_trainer_bytes_per_layer"] >= (plan["trainer0_bytes_per_layer_forward"] +
+                                                              plan["trainer0_bytes_per_layer_backward"]), plan
             print(kind, "sp=2", mode, "digest", sp2["params_digest"][:16], "attention max/mean",
                   round(plan["attention_max_mean"], 3), "bytes/layer fwd+bwd",
                   plan["trainer0_bytes_per_layer_forward"] + plan["trainer0_bytes_per_layer_backward"])
