@@ -37,27 +37,24 @@ void MpiSequenceGroup::pass(const std::vector<char>& send, const std::vector<int
   receive.resize(total);
   std::vector<MPI_Request> requests;
   MPI_Comm comm = groups_.sp_comm();
-  size_t at = 0;
-  for (int m = 0; m < members; ++m) {
-    if (receive_bytes[size_t(m)] > 0) {
-      requests.emplace_back();
-      check_mpi(MPI_Irecv(receive.data() + at, receive_bytes[size_t(m)], MPI_BYTE, m, kTagSequencePass, comm,
-                          &requests.back()),
-                "MPI_Irecv");
+  // One request per non-empty part of `bytes` (back to back in member order).
+  auto post = [&](const std::vector<int>& bytes, auto&& start) {
+    size_t at = 0;
+    for (int m = 0; m < members; ++m) {
+      if (bytes[size_t(m)] > 0) {
+        requests.emplace_back();
+        start(at, bytes[size_t(m)], m, &requests.back());
+      }
+      at += size_t(bytes[size_t(m)]);
     }
-    at += size_t(receive_bytes[size_t(m)]);
-  }
-  at = 0;
-  for (int m = 0; m < members; ++m) {
-    if (send_bytes[size_t(m)] > 0) {
-      requests.emplace_back();
-      check_mpi(MPI_Isend(send.data() + at, send_bytes[size_t(m)], MPI_BYTE, m, kTagSequencePass, comm,
-                          &requests.back()),
-                "MPI_Isend");
-      if (m != rank()) bytes_exchanged_ += uint64_t(send_bytes[size_t(m)]);
-    }
-    at += size_t(send_bytes[size_t(m)]);
-  }
+  };
+  post(receive_bytes, [&](size_t at, int count, int m, MPI_Request* request) {
+    check_mpi(MPI_Irecv(receive.data() + at, count, MPI_BYTE, m, kTagSequencePass, comm, request), "MPI_Irecv");
+  });
+  post(send_bytes, [&](size_t at, int count, int m, MPI_Request* request) {
+    check_mpi(MPI_Isend(send.data() + at, count, MPI_BYTE, m, kTagSequencePass, comm, request), "MPI_Isend");
+    if (m != rank()) bytes_exchanged_ += uint64_t(count);
+  });
   wait_all_politely(requests);
 }
 

@@ -21,29 +21,28 @@ TuneOptions only(std::string TuneOptions::*key, const std::string& spec) {
   return options;
 }
 
+// A numeric knob's name, deck key, type and range.
+void expect_range_knob(const Knob& knob, const std::string& name, const std::string& deck_key, KnobType type,
+                       double low, double high, bool log_scale) {
+  EXPECT_EQ(knob.name, name);
+  EXPECT_EQ(knob.deck_key, deck_key);
+  EXPECT_EQ(knob.type, type);
+  EXPECT_EQ(knob.low, low);
+  EXPECT_EQ(knob.high, high);
+  EXPECT_EQ(knob.log_scale, log_scale);
+}
+
 TEST(TuneSearchSpace, HorizonIsAWholeNumberKnobOfItsOwn) {
   const SearchSpace space = SearchSpace::from_options(only(&TuneOptions::space_horizon, "8:128:log"));
   ASSERT_EQ(space.knobs().size(), 1u);
-  const Knob& horizon = space.knobs()[0];
-  EXPECT_EQ(horizon.name, "store.horizon");
-  EXPECT_EQ(horizon.deck_key, "tune.space_horizon");
-  EXPECT_EQ(horizon.type, KnobType::integer);
-  EXPECT_EQ(horizon.low, 8);
-  EXPECT_EQ(horizon.high, 128);
-  EXPECT_TRUE(horizon.log_scale);
+  expect_range_knob(space.knobs()[0], "store.horizon", "tune.space_horizon", KnobType::integer, 8, 128, true);
   EXPECT_TRUE(SearchSpace::from_options(TuneOptions{}).find("store.horizon") == nullptr) << "not searched by default";
 }
 
 TEST(TuneSearchSpace, DefaultsSearchTheStoreKnobs) {
   const SearchSpace space = SearchSpace::from_options(TuneOptions{});
   ASSERT_EQ(space.knobs().size(), 4u);
-  const Knob& l1 = space.knobs()[0];
-  EXPECT_EQ(l1.name, "store.l1_mb");
-  EXPECT_EQ(l1.deck_key, "tune.space_l1_mb");
-  EXPECT_EQ(l1.type, KnobType::integer);
-  EXPECT_EQ(l1.low, 1);
-  EXPECT_EQ(l1.high, 64);
-  EXPECT_TRUE(l1.log_scale);
+  expect_range_knob(space.knobs()[0], "store.l1_mb", "tune.space_l1_mb", KnobType::integer, 1, 64, true);
   EXPECT_EQ(space.knobs()[1].name, "store.l2_mb");
   EXPECT_FALSE(space.knobs()[1].log_scale);
   EXPECT_EQ(space.knobs()[2].name, "store.prefetch_depth");
