@@ -28,6 +28,15 @@ constexpr int64_t kRoomy = int64_t(1) << 40;
 // The bytes of a member whose L2 holds all it is granted.
 int64_t full(const L2Pool& member) { return int64_t(member.granted_mb() * kMiB); }
 
+// One window of a member: its ghost hits, L2 hits and samples so far, the bytes
+// its L2 holds, its L1's rows and capacity (and 1,000 ghost rows of 1 KiB); then
+// it applies the grant it is given.
+void report_window(L2Pool& member, uint64_t ghost_hits, uint64_t l2_hits, uint64_t samples, int64_t held_bytes,
+                   int64_t l1_rows, int64_t l1_capacity_rows) {
+  member.report(ghost_hits, l2_hits, samples, 1000, 1024, held_bytes, l1_rows, l1_capacity_rows);
+  member.applied(member.granted_mb());
+}
+
 TEST(L2Pool, FirstGrantsFillFloorsThenShareUpToCaps) {
   // 100 MiB; a ps member holds nothing; floors 10 and 0; caps 30 and the whole pool.
   const std::vector<L2PoolMember> members = {{true, 10, 30}, {false, 0, 0}, {true, 0, 0}, {true, 0, 0}};
@@ -62,10 +71,8 @@ TEST(L2Pool, MemoryMovesToWhereGhostsHitFromWhereItIsIdle) {
   uint64_t samples = 0, b_ghosts = 0, b_hits = 0;
   for (int step = 0; step < 200; ++step) {
     samples += 1000, b_ghosts += 500, b_hits += 800;
-    a.report(0, 0, samples, 1000, 1024, 0, 0, kRoomy);
-    a.applied(a.granted_mb());
-    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 0, kRoomy);
-    b.applied(b.granted_mb());
+    report_window(a, 0, 0, samples, 0, 0, kRoomy);
+    report_window(b, b_ghosts, b_hits, samples, full(b), 0, kRoomy);
     EXPECT_LE(a.granted_mb() + b.granted_mb(), 100 + 1e-6);
     EXPECT_GE(b.granted_mb(), 20 - 1e-6);
   }
@@ -87,10 +94,8 @@ TEST(L2Pool, AMemberThatUsesItsL2KeepsItsFirstGrant) {
   uint64_t samples = 0, a_hits = 0, b_ghosts = 0, b_hits = 0;
   for (int step = 0; step < 200; ++step) {
     samples += 1000, a_hits += 1, b_ghosts += 500, b_hits += 800;
-    a.report(0, a_hits, samples, 1000, 1024, full(a), 0, kRoomy);
-    a.applied(a.granted_mb());
-    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 0, kRoomy);
-    b.applied(b.granted_mb());
+    report_window(a, 0, a_hits, samples, full(a), 0, kRoomy);
+    report_window(b, b_ghosts, b_hits, samples, full(b), 0, kRoomy);
     EXPECT_GE(a.granted_mb(), 40 - 1e-6);
   }
   EXPECT_NEAR(a.granted_mb(), 40, 1e-6);
@@ -98,10 +103,8 @@ TEST(L2Pool, AMemberThatUsesItsL2KeepsItsFirstGrant) {
   // Once its L2 empties (its L1 took its rows), that space moves.
   for (int step = 0; step < 200; ++step) {
     samples += 1000, b_ghosts += 500, b_hits += 800;
-    a.report(0, a_hits, samples, 1000, 1024, 0, 0, kRoomy);
-    a.applied(a.granted_mb());
-    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 0, kRoomy);
-    b.applied(b.granted_mb());
+    report_window(a, 0, a_hits, samples, 0, 0, kRoomy);
+    report_window(b, b_ghosts, b_hits, samples, full(b), 0, kRoomy);
   }
   EXPECT_NEAR(a.granted_mb(), 0, 1e-6);
   EXPECT_NEAR(b.granted_mb(), 100, 1e-6);
@@ -110,10 +113,8 @@ TEST(L2Pool, AMemberThatUsesItsL2KeepsItsFirstGrant) {
   uint64_t a_ghosts = 0;
   for (int step = 0; step < 200; ++step) {
     samples += 1000, a_hits += 5, a_ghosts += 5, b_ghosts += 500, b_hits += 800;
-    a.report(a_ghosts, a_hits, samples, 1000, 1024, full(a), 0, kRoomy);
-    a.applied(a.granted_mb());
-    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 0, kRoomy);
-    b.applied(b.granted_mb());
+    report_window(a, a_ghosts, a_hits, samples, full(a), 0, kRoomy);
+    report_window(b, b_ghosts, b_hits, samples, full(b), 0, kRoomy);
     EXPECT_LE(a.granted_mb() + b.granted_mb(), 100 + 1e-6);
   }
   EXPECT_NEAR(a.granted_mb(), 40, 1e-6);
@@ -132,18 +133,14 @@ TEST(L2Pool, AnEmptyL2WhoseL1FillsSoonIsNotLent) {
   int64_t a_l1_rows = 1000;
   for (int step = 0; step < 25; ++step) {
     samples += 1000, b_ghosts += 500, b_hits += 800, a_l1_rows += 1000;
-    a.report(0, 0, samples, 1000, 1024, 0, a_l1_rows, 30000);
-    a.applied(a.granted_mb());
-    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 5000, kRoomy);
-    b.applied(b.granted_mb());
+    report_window(a, 0, 0, samples, 0, a_l1_rows, 30000);
+    report_window(b, b_ghosts, b_hits, samples, full(b), 5000, kRoomy);
     EXPECT_NEAR(a.granted_mb(), 50, 1e-6);
   }
   for (int step = 0; step < 100; ++step) {
     samples += 1000, b_ghosts += 500, b_hits += 800;
-    a.report(0, 0, samples, 1000, 1024, 0, a_l1_rows, 30000);
-    a.applied(a.granted_mb());
-    b.report(b_ghosts, b_hits, samples, 1000, 1024, full(b), 5000, kRoomy);
-    b.applied(b.granted_mb());
+    report_window(a, 0, 0, samples, 0, a_l1_rows, 30000);
+    report_window(b, b_ghosts, b_hits, samples, full(b), 5000, kRoomy);
   }
   EXPECT_NEAR(a.granted_mb(), 0, 1e-6);
   EXPECT_NEAR(b.granted_mb(), 100, 1e-6);
@@ -171,10 +168,8 @@ TEST(L2Pool, CapsAndFloorsHold) {
   uint64_t samples = 0, b_ghosts = 0;
   for (int step = 0; step < 200; ++step) {
     samples += 1000, b_ghosts += 900;
-    a.report(0, 0, samples, 1000, 1024, 0, 0, kRoomy);
-    a.applied(a.granted_mb());
-    b.report(b_ghosts, 0, samples, 1000, 1024, full(b), 0, kRoomy);
-    b.applied(b.granted_mb());
+    report_window(a, 0, 0, samples, 0, 0, kRoomy);
+    report_window(b, b_ghosts, 0, samples, full(b), 0, kRoomy);
   }
   EXPECT_GE(a.granted_mb(), 30 - 1e-6);
   EXPECT_LE(b.granted_mb(), 55 + 1e-6);
@@ -189,8 +184,7 @@ TEST(L2Pool, AGrantIsGivenOnlyOnceTheDonorHasShrunk) {
   for (int step = 1; step <= 20; ++step) {
     samples += 1000;
     a.report(0, 0, samples, 1000, 1024, 0, 0, kRoomy);  // a never applies what it is granted
-    b.report(uint64_t(step) * 900, 0, samples, 1000, 1024, full(b), 0, kRoomy);
-    b.applied(b.granted_mb());
+    report_window(b, uint64_t(step) * 900, 0, samples, full(b), 0, kRoomy);
   }
   // a was lowered once; its bytes are still held, so b got nothing yet.
   EXPECT_LT(a.granted_mb(), 50);
