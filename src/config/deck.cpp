@@ -554,19 +554,25 @@ void validate(const RunOptions& options) {
   require_positive("layout.servers", options.layout.servers);
   const ParallelLayout parallel = resolve_parallel_layout(options.layout);
   if (parallel.sp > 1) {
-    // din's work over a history is GEMMs over all of a trainer's events (the activation
-    // unit and its weight gradient), whose bits depend on the GEMM's row count: moving
-    // events to another trainer would change them (docs/PARALLEL.md, "Sequence parallel").
-    if (!next_item_model(options.model.kind)) {
+    const bool din = options.model.kind == "din";
+    if (!next_item_model(options.model.kind) && !din) {
       throw Error("layout.sp = " + std::to_string(parallel.sp) + " shares attention over a sequence, but model.kind = " +
                       options.model.kind + " has none that can be split exactly",
-                  "set layout.sp = 1, or model.kind = sasrec or hstu (see docs/PARALLEL.md)");
+                  "set layout.sp = 1, or model.kind = sasrec, hstu or din (see docs/PARALLEL.md)");
+    }
+    // din's activation unit has no heads: its histories are cut into chunks of events.
+    if (din && options.layout.sp_mode != "ring") {
+      throw Error("layout.sp_mode = " + options.layout.sp_mode +
+                      " splits attention heads, but model.kind = din has none",
+                  "set layout.sp_mode = ring (din cuts a long history into chunks of events)");
     }
     if (options.layout.sp_min_len < 0) {
       throw Error("bad value " + std::to_string(options.layout.sp_min_len) + " for layout.sp_min_len",
                   "layout.sp_min_len must be >= 0 (histories longer than it are split over the SP group)");
     }
-    const int heads = options.model.kind == "sasrec" ? options.model.sasrec_heads : options.model.hstu_heads;
+    const int heads = din                               ? parallel.sp
+                      : options.model.kind == "sasrec" ? options.model.sasrec_heads
+                                                       : options.model.hstu_heads;
     if (options.layout.sp_mode == "alltoall" && heads % parallel.sp != 0) {
       throw Error("layout.sp_mode = alltoall splits heads, but model." + options.model.kind + "_heads = " +
                       std::to_string(heads) + " is not a multiple of layout.sp = " + std::to_string(parallel.sp),

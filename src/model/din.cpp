@@ -10,6 +10,7 @@
 #include "common/error.hpp"
 #include "model/batch_checks.hpp"
 #include "model/bce_loss.hpp"
+#include "model/din_activation_unit.hpp"
 #include "model/dlrm.hpp"
 #include "model/embedding_bag_pooling.hpp"
 #include "model/mlp.hpp"
@@ -52,7 +53,8 @@ struct Din::Impl {
   DinShape shape;
   DenseParameters params;
   Mlp bottom;
-  Mlp attention;  // the activation unit: (4 dim) -> ... -> 1
+  Mlp attention;  // the activation unit's layers: (4 dim) -> ... -> 1
+  std::unique_ptr<DinActivationUnit> unit;  // computes them in tiles, alone or over the SP group
   std::unique_ptr<Mlp> top;         // model.din_tower = mlp
   std::unique_ptr<MoeTower> tower;  // model.din_tower = moe
   std::vector<EmbeddingBagPooling> pooling;  // one per table; the history table's is unused
@@ -66,9 +68,10 @@ struct Din::Impl {
   std::vector<int32_t> candidate_row;  // (B) unique row of the candidate, -1 for an empty bag
   // Per history event (N, ...), in sample order then position.
   std::vector<int32_t> event_row, event_sample;
-  std::vector<float> unit_in, dunit_in;  // (N, 4 dim)
+  std::vector<int32_t> event_offsets;    // (B + 1) sample b's events
   std::vector<float> scores, dscores;    // (N)
   std::vector<float> devent;             // (N, dim)
+  std::vector<float> dcandidate_events;  // (B, dim) the candidate's gradient through the activation unit
 
   Impl(const DinShape& s, uint64_t seed)
       : shape(s),
@@ -82,6 +85,7 @@ struct Din::Impl {
       top = std::make_unique<Mlp>(params, "top", s.top_input_width(), s.top, /*relu_last=*/false);
     }
     params.finalize();
+    unit = std::make_unique<DinActivationUnit>(attention, s.dim);
     bottom.init(params, seed);
     attention.init(params, seed);
     if (top) top->init(params, seed);
@@ -128,8 +132,10 @@ struct Din::Impl {
     const float* item_rows = rows[h];
     event_row.clear();
     event_sample.clear();
+    event_offsets.assign(size_t(B) + 1, 0);
     for (int b = 0; b < B; ++b) {
       const int32_t first = bags.offsets[b], last = bags.offsets[b + 1];
+      event_offsets[size_t(b) + 1] = event_offsets[size_t(b)];
       if (last == first) continue;
       candidate_row[b] = bags.index[last - 1];
       std::memcpy(&candidate[size_t(b) * D], item_rows + size_t(candidate_row[b]) * D, sizeof(float) * D);
@@ -137,25 +143,12 @@ struct Din::Impl {
         event_row.push_back(bags.index[p]);
         event_sample.push_back(b);
       }
+      event_offsets[size_t(b) + 1] += last - 1 - first;
     }
     const int N = int(event_row.size());
-    unit_in.resize(size_t(N) * 4 * D);
-    for (int j = 0; j < N; ++j) {
-      const float* e = item_rows + size_t(event_row[j]) * D;
-      const float* c = &candidate[size_t(event_sample[j]) * D];
-      float* z = &unit_in[size_t(j) * 4 * D];
-      for (int d = 0; d < D; ++d) {
-        z[d] = e[d];
-        z[D + d] = c[d];
-        z[2 * D + d] = e[d] - c[d];
-        z[3 * D + d] = e[d] * c[d];
-      }
-    }
     scores.assign(N, 0.0f);
-    if (N > 0) {
-      attention.reserve(N);
-      std::memcpy(scores.data(), attention.forward(params, unit_in.data(), N), sizeof(float) * N);
-    }
+    unit->forward(params, B, event_offsets.data(), item_rows, event_row.data(), candidate.data(), training,
+                  scores.data());
     for (int j = 0; j < N; ++j) {
       const float* e = item_rows + size_t(event_row[j]) * D;
       float* u = &interest[size_t(event_sample[j]) * D];
@@ -220,29 +213,15 @@ struct Din::Impl {
       float dot = 0.0f;
       for (int d = 0; d < D; ++d) dot += du[d] * e[d];
       dscores[j] = dot;
-      for (int d = 0; d < D; ++d) devent[size_t(j) * D + d] = scores[j] * du[d];
     }
-    if (N > 0) {
-      dunit_in.resize(size_t(N) * 4 * D);
-      attention.backward(params, unit_in.data(), dscores.data(), N, dunit_in.data());
-    } else {
-      for (const Linear& layer : attention.layers()) {
-        std::fill_n(params.grads(layer.weight_offset()), size_t(layer.out()) * layer.in(), 0.0f);
-        std::fill_n(params.grads(layer.bias_offset()), size_t(layer.out()), 0.0f);
-      }
-    }
-    // z = [e, c, e - c, e * c].
+    // The unit gives each event's gradient through z = [e, c, e - c, e * c], and the candidate's per sample.
+    dcandidate_events.resize(size_t(B) * D);
+    unit->backward(params, dscores.data(), devent.data(), dcandidate_events.data());
     for (int j = 0; j < N; ++j) {
-      const float* e = item_rows + size_t(event_row[j]) * D;
-      const float* c = &candidate[size_t(event_sample[j]) * D];
-      const float* dz = &dunit_in[size_t(j) * 4 * D];
-      float* de = &devent[size_t(j) * D];
-      float* dc = &dcandidate[size_t(event_sample[j]) * D];
-      for (int d = 0; d < D; ++d) {
-        de[d] += dz[d] + dz[2 * D + d] + dz[3 * D + d] * c[d];
-        dc[d] += dz[D + d] - dz[2 * D + d] + dz[3 * D + d] * e[d];
-      }
+      const float* du = &dinterest[size_t(event_sample[j]) * D];
+      for (int d = 0; d < D; ++d) devent[size_t(j) * D + d] += scores[j] * du[d];
     }
+    for (size_t i = 0; i < size_t(B) * D; ++i) dcandidate[i] += dcandidate_events[i];
 
     // Row gradients of the history table, in sample order then position (the
     // candidate is its bag's last position).
@@ -303,6 +282,12 @@ void Din::set_expert_group(ExpertGroup* group) {
     Model::set_expert_group(group);  // refuses a group of more than one: no experts
   }
 }
+
+void Din::set_sequence_group(SequenceGroup* group, const SequenceParallelOptions& options) {
+  impl_->unit->set_group(group, options);
+}
+
+SequenceParallelStats Din::take_sequence_parallel_stats() { return impl_->unit->take_stats(); }
 
 const DenseSharding* Din::dense_sharding() const { return impl_->tower ? impl_->tower->sharding() : nullptr; }
 

@@ -64,6 +64,10 @@ class Din final : public Model {
                           const std::vector<float*>& row_grads, float loss_scale) override;
   void predict(const data::Batch& batch, const std::vector<const float*>& rows, float* probs) override;
 
+  // layout.sp > 1: the activation unit's events are shared with the group (DinActivationUnit).
+  void set_sequence_group(SequenceGroup* group, const SequenceParallelOptions& options) override;
+  SequenceParallelStats take_sequence_parallel_stats() override;
+
   // model.din_tower = moe only (else the defaults: no experts).
   void set_expert_group(ExpertGroup* group) override;
   const DenseSharding* dense_sharding() const override;

@@ -16,6 +16,13 @@ void append(std::vector<char>& out, const T* data, size_t n) {
   if (n > 0) std::memcpy(out.data() + at, data, n * sizeof(T));
 }
 
+// Reads n values of T from in into data, and moves in past them.
+template <class T>
+void take(const char*& in, T* data, size_t n) {
+  if (n > 0) std::memcpy(data, in, n * sizeof(T));
+  in += n * sizeof(T);
+}
+
 // send <- part(m) for every member m in order (part appends to send);
 // send_bytes[m] <- the size of member m's part.
 template <class Part>

@@ -28,7 +28,7 @@ void Model::set_sequence_group(SequenceGroup* group, const SequenceParallelOptio
   if (group != nullptr && group->size() > 1) {
     throw Error("layout.sp = " + std::to_string(group->size()) + " shares attention over a sequence, but model.kind " +
                     kind() + " has none that can be split exactly",
-                "set layout.sp = 1, or model.kind = sasrec or hstu (see docs/PARALLEL.md)");
+                "set layout.sp = 1, or model.kind = sasrec, hstu or din (see docs/PARALLEL.md)");
   }
 }
 

@@ -3,6 +3,7 @@
 // comm/mpi_sequence_group.hpp implements this over the sequence-parallel communicator.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 namespace strata::model {
@@ -26,6 +27,24 @@ class SequenceGroup {
   // back in member order.
   virtual void pass(const std::vector<char>& send, const std::vector<int>& send_bytes, std::vector<char>& receive,
                     const std::vector<int>& receive_bytes) = 0;
+};
+
+// One member's side of a group's exchanges: a part per member to fill, sent together,
+// and what every member sent this one. Buffers are reused from exchange to exchange.
+class GroupParts {
+ public:
+  std::vector<char>& to(int member);  // the part for member, appended to until the next send
+  // Sends every part (then empties them) by all-to-all, or point to point when the
+  // bytes each member sends this one are `expected` (SequenceGroup::pass).
+  void send(SequenceGroup& group, const std::vector<int>* expected = nullptr);
+  const char* from(int member) const { return received_at_[std::size_t(member)]; }  // valid until the next send
+  double bytes_to_others(int me) const;  // of the last send
+
+ private:
+  std::vector<std::vector<char>> parts_;
+  std::vector<char> send_, receive_;
+  std::vector<int> send_bytes_, receive_bytes_;
+  std::vector<const char*> received_at_;
 };
 
 }  // namespace strata::model

@@ -16,12 +16,6 @@ namespace {
 // Query-key pairs of the causal block of queries [q0, q1) (per head).
 double causal_pairs(int q0, int q1) { return (double(q1) * (q1 + 1) - double(q0) * (q0 + 1)) / 2.0; }
 
-template <class T>
-void take(const char*& in, T* data, size_t n) {
-  if (n > 0) std::memcpy(data, in, n * sizeof(T));
-  in += n * sizeof(T);
-}
-
 // Rows [r0, r1) of a (rows, width) buffer starting at row `first`, columns [c0, c0 + n).
 void append_rows(std::vector<char>& out, const float* buffer, int64_t first, int width, int r0, int r1, int c0,
                  int n) {
@@ -200,51 +194,20 @@ void SequenceParallelAttention::run_backward_unit(const Unit& u, const char*& in
   append_rows(reply, dvb_.data(), 0, nw, 0, L, 0, nw);
 }
 
-void SequenceParallelAttention::exchange_parts(const std::vector<int>* expected) {
-  const int k = group_.size();
-  send_.clear();
-  send_bytes_.assign(size_t(k), 0);
-  for (int m = 0; m < k; ++m) {
-    send_bytes_[size_t(m)] = int(parts_[size_t(m)].size());
-    send_.insert(send_.end(), parts_[size_t(m)].begin(), parts_[size_t(m)].end());
-    parts_[size_t(m)].clear();
-  }
-  if (expected != nullptr) {
-    receive_bytes_ = *expected;
-    group_.pass(send_, send_bytes_, receive_, receive_bytes_);
-  } else {
-    group_.exchange(send_, send_bytes_, receive_, receive_bytes_);
-  }
-  received_at_.assign(size_t(k), nullptr);
-  const char* at = receive_.data();
-  for (int m = 0; m < k; ++m) {
-    received_at_[size_t(m)] = at;
-    at += receive_bytes_[size_t(m)];
-  }
-}
-
-double SequenceParallelAttention::bytes_to_others() const {
-  double sum = 0;
-  for (int m = 0; m < int(send_bytes_.size()); ++m)
-    if (m != group_.rank()) sum += send_bytes_[size_t(m)];
-  return sum;
-}
-
 void SequenceParallelAttention::forward(const float* q, const float* k, const float* v, const float* bias,
                                         int num_buckets, float* out, float* lse) {
   const int me = group_.rank(), members = group_.size(), W = heads_ * head_dim_;
   const bool softmax = kind_ == backend::AttentionKind::kCausalSoftmax;
-  parts_.resize(size_t(members));
   // The home sends each unit's own rows of Q, K and V.
   for (const Unit& u : forward_units_) {
     if (u.home != me) continue;
     const int64_t s0 = offsets_[size_t(me)][size_t(u.seq)];
     const int c0 = u.h0 * head_dim_, n = (u.h1 - u.h0) * head_dim_;
-    std::vector<char>& part = parts_[size_t(u.executor)];
+    std::vector<char>& part = parts_.to(u.executor);
     for (const float* x : {q, k, v}) append_rows(part, x, s0, W, u.q0, u.q1, c0, n);
   }
-  exchange_parts();
-  double sent = bytes_to_others();
+  parts_.send(group_);
+  double sent = parts_.bytes_to_others(me);
   // This member's units, in plan order, each with its rows in place (zeros before q0
   // until the prefix arrives; the kernel reads no query row before q0).
   size_t mine = 0;
@@ -260,7 +223,7 @@ void SequenceParallelAttention::forward(const float* q, const float* k, const fl
     rows_of[i] = &r;
   }
   for (int src = 0; src < members; ++src) {
-    const char* in = received_at_[size_t(src)];
+    const char* in = parts_.from(src);
     for (size_t i = 0; i < forward_units_.size(); ++i) {
       const Unit& u = forward_units_[i];
       if (u.home != src || u.executor != me) continue;
@@ -278,7 +241,7 @@ void SequenceParallelAttention::forward(const float* q, const float* k, const fl
       if (u.executor != me || u.chunk != stage || u.next_executor < 0) continue;
       const int nw = (u.h1 - u.h0) * head_dim_;
       for (auto* x : {&rows_of[i]->k, &rows_of[i]->v}) {
-        append_rows(parts_[size_t(u.next_executor)], x->data(), 0, nw, 0, u.q1, 0, nw);
+        append_rows(parts_.to(u.next_executor), x->data(), 0, nw, 0, u.q1, 0, nw);
       }
     }
     // What arrives is known from the plan: the prefix of each chunk s + 1 this member runs.
@@ -288,10 +251,10 @@ void SequenceParallelAttention::forward(const float* q, const float* k, const fl
         expected[size_t(u.prev_executor)] += 2 * u.q0 * (u.h1 - u.h0) * head_dim_ * int(sizeof(float));
       }
     }
-    exchange_parts(&expected);
-    sent += bytes_to_others();
+    parts_.send(group_, &expected);
+    sent += parts_.bytes_to_others(me);
     for (int src = 0; src < members; ++src) {
-      const char* in = received_at_[size_t(src)];
+      const char* in = parts_.from(src);
       for (size_t i = 0; i < forward_units_.size(); ++i) {
         const Unit& u = forward_units_[i];
         if (u.executor != me || u.chunk != stage + 1 || u.prev_executor != src) continue;
@@ -302,13 +265,13 @@ void SequenceParallelAttention::forward(const float* q, const float* k, const fl
   }
   for (size_t i = 0; i < forward_units_.size(); ++i) {
     const Unit& u = forward_units_[i];
-    if (u.executor == me) run_forward_unit(u, *rows_of[i], parts_[size_t(u.home)], bias, num_buckets);
+    if (u.executor == me) run_forward_unit(u, *rows_of[i], parts_.to(u.home), bias, num_buckets);
   }
-  exchange_parts();
-  sent += bytes_to_others();
+  parts_.send(group_);
+  sent += parts_.bytes_to_others(me);
   stats_.bytes_forward += sent;
   for (int e = 0; e < members; ++e) {
-    const char* in = received_at_[size_t(e)];
+    const char* in = parts_.from(e);
     for (const Unit& u : forward_units_) {
       if (u.home != me || u.executor != e) continue;
       const int64_t s0 = offsets_[size_t(me)][size_t(u.seq)];
@@ -323,30 +286,29 @@ void SequenceParallelAttention::backward(const float* q, const float* k, const f
                                          float* dq, float* dk, float* dv, float* dbias) {
   const int me = group_.rank(), members = group_.size(), W = heads_ * head_dim_;
   const bool softmax = kind_ == backend::AttentionKind::kCausalSoftmax;
-  parts_.resize(size_t(members));
   for (const Unit& u : backward_units_) {
     if (u.home != me) continue;
     const int64_t s0 = offsets_[size_t(me)][size_t(u.seq)];
     const int c0 = u.h0 * head_dim_, n = (u.h1 - u.h0) * head_dim_;
-    std::vector<char>& part = parts_[size_t(u.executor)];
+    std::vector<char>& part = parts_.to(u.executor);
     for (const float* x : {q, k, v, dout}) append_rows(part, x, s0, W, 0, u.q1, c0, n);
     if (softmax) {
       append_rows(part, out, s0, W, 0, u.q1, c0, n);
       append_rows(part, lse, s0, heads_, 0, u.q1, u.h0, u.h1 - u.h0);
     }
   }
-  exchange_parts();
-  double sent = bytes_to_others();
+  parts_.send(group_);
+  double sent = parts_.bytes_to_others(me);
   for (int src = 0; src < members; ++src) {
-    const char* in = received_at_[size_t(src)];
+    const char* in = parts_.from(src);
     for (const Unit& u : backward_units_)
-      if (u.home == src && u.executor == me) run_backward_unit(u, in, parts_[size_t(src)], bias, num_buckets);
+      if (u.home == src && u.executor == me) run_backward_unit(u, in, parts_.to(src), bias, num_buckets);
   }
-  exchange_parts();
-  sent += bytes_to_others();
+  parts_.send(group_);
+  sent += parts_.bytes_to_others(me);
   stats_.bytes_backward += sent;
   for (int e = 0; e < members; ++e) {
-    const char* in = received_at_[size_t(e)];
+    const char* in = parts_.from(e);
     for (const Unit& u : backward_units_) {
       if (u.home != me || u.executor != e) continue;
       const int64_t s0 = offsets_[size_t(me)][size_t(u.seq)];

@@ -109,10 +109,6 @@ class SequenceParallelAttention {
   void run_forward_unit(const Unit& u, UnitRows& rows, std::vector<char>& reply, const float* bias, int num_buckets);
   void run_backward_unit(const Unit& u, const char*& in, std::vector<char>& reply, const float* bias,
                          int num_buckets);
-  // Sends parts_ (one per member, then cleared) and points received_at_ at each member's part:
-  // by all-to-all, or point to point when the bytes each member sends this one are `expected`.
-  void exchange_parts(const std::vector<int>* expected = nullptr);
-  double bytes_to_others() const;  // of the last exchange_parts
 
   SequenceGroup& group_;
   backend::AttentionKind kind_;
@@ -127,10 +123,9 @@ class SequenceParallelAttention {
   double last_max_mean_ = 1;
   SequenceParallelStats stats_;
   // Exchange buffers, reused.
-  std::vector<std::vector<char>> parts_;
-  std::vector<char> send_, receive_;
+  GroupParts parts_;
+  std::vector<char> send_, receive_;  // the plan's exchange
   std::vector<int> send_bytes_, receive_bytes_;
-  std::vector<const char*> received_at_;
   std::vector<float> qb_, kb_, vb_, ob_, lb_, gb_, dqb_, dkb_, dvb_;  // one unit's packed rows
 };
 

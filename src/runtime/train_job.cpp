@@ -155,8 +155,11 @@ nlohmann::json build_summary(const RunOptions& options, const TrainerReport& roo
   if (root.sequence_parallel.steps > 0) {
     // Trainer 0's SP group: how its plans balanced the attention and what it sent per layer.
     const model::SequenceParallelStats& sp = root.sequence_parallel;
-    const double layer_steps = sp.steps * std::max(1, options.model.kind == "sasrec" ? options.model.sasrec_blocks
-                                                                                      : options.model.hstu_blocks);
+    // din has one activation unit (its "attention"); sasrec and hstu one attention per block.
+    const int layers = options.model.kind == "din"      ? 1
+                       : options.model.kind == "sasrec" ? options.model.sasrec_blocks
+                                                        : options.model.hstu_blocks;
+    const double layer_steps = sp.steps * std::max(1, layers);
     summary["sequence_parallel"] = {{"mode", options.layout.sp_mode},
                                     {"min_len", options.layout.sp_min_len},
                                     {"attention_max_mean", sp.max_mean_sum / sp.steps},

@@ -1061,8 +1061,10 @@ def case_sequence_parallel(r):
     """layout.sp (issue 13): hstu and sasrec with their attention shared over an SP
     group end bit-identical (params_digest, eval) to sp = 1 on the same global batch:
     sp = 2 (ring and alltoall) on 2 trainers, sp = 4 and dp 2 x sp 2 on 4 trainers;
-    tiered == ps with sp = 2; the plan's balance and bytes reach summary.json; din,
-    and alltoall with heads not a multiple of sp, are refused naming their keys."""
+    tiered == ps with sp = 2; the plan's balance and bytes reach summary.json. din, its
+    histories' events shared, the same at sp = 2 and 4 (and tiered == ps). dlrm (no
+    sequence), din with alltoall, and alltoall with heads not a multiple of sp, are
+    refused naming their keys."""
     data = ["--data.source=synthetic_sequences", "--data.sequence_users=300", "--data.sequence_items=2000",
             "--data.sequence_length=zipf:2:400", "--data.max_seq_len=160", "--data.sequence_task=next_item",
             "--train.steps=12", "--train.batch_size=8", "--layout.sp_min_len=64"]
@@ -1101,8 +1103,26 @@ def case_sequence_parallel(r):
                   "--store.mode=ps")
         assert s["params_digest"] == d4["params_digest"], f"hstu: dp {dp} x sp {sp} differs from dp 4"
 
-    r.expect_error("sp_din", 4, "--model.kind=din", "--layout.trainers=2", "--layout.sp=2",
-                   contains=["layout.sp = 2", "model.kind = din"])
+    # din: its histories' events shared over the group (chunks of long histories, whole short ones).
+    din = ["--model.kind=din", "--data.synthetic_history_length=300", "--train.steps=12", "--train.batch_size=16",
+           "--layout.sp_min_len=64", "--data.synthetic_eval_samples=512"]
+    din1 = r.run("din_sp1", 4, *din, *two, "--store.mode=ps")
+    din2 = r.run("din_sp2", 4, *din, *two, "--layout.sp=2", "--store.mode=ps")
+    assert din2["params_digest"] == din1["params_digest"], "din: sp=2 differs from sp=1"
+    assert din2["eval_auc"] == din1["eval_auc"], (din2["eval_auc"], din1["eval_auc"])
+    plan = din2["sequence_parallel"]
+    assert plan["split_sequences_per_step"] > 0 and 1.0 <= plan["attention_max_mean"], plan
+    assert din2["bytes"]["trainer_sequence"] > 0
+    din2_tiered = r.run("din_sp2_tiered", 4, *din, *two, "--layout.sp=2", "--store.mode=tiered")
+    assert din2_tiered["params_digest"] == din1["params_digest"], "din sp=2: tiered differs from ps"
+    din_d4 = r.run("din_dp4", 6, *din, *four, "--store.mode=ps")
+    din_sp4 = r.run("din_sp4", 6, *din, *four, "--layout.sp=4", "--store.mode=ps")
+    assert din_sp4["params_digest"] == din_d4["params_digest"], "din: sp=4 differs from dp 4"
+    print("din sp=2 digest", din2["params_digest"][:16], "events max/mean", round(plan["attention_max_mean"], 3),
+          "bytes/step", plan["trainer0_bytes_per_layer_forward"] + plan["trainer0_bytes_per_layer_backward"])
+    r.expect_error("sp_din_alltoall", 4, "--model.kind=din", *two, "--layout.sp=2", "--layout.sp_mode=alltoall",
+                   contains=["layout.sp_mode = alltoall", "model.kind = din", "ring"])
+    r.expect_error("sp_dlrm", 4, *two, "--layout.sp=2", contains=["layout.sp = 2", "model.kind = dlrm"])
     one_head = [o for o in models["hstu"] if not o.startswith("--model.hstu_heads=")] + ["--model.hstu_heads=1"]
     r.expect_error("sp_alltoall_heads", 4, *data, *one_head, *two, "--layout.sp=2",
                    "--layout.sp_mode=alltoall", contains=["layout.sp_mode = alltoall", "model.hstu_heads = 1",

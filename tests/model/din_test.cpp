@@ -45,10 +45,6 @@ Fixture small_fixture(int dim, uint64_t seed) {
 
 ModelOptions small_options() { return small_din_options(); }
 
-bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 }  // namespace
 
 TEST(Din, ShapeAndParameterLayout) {

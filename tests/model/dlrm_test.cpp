@@ -69,10 +69,6 @@ ModelOptions small_options(const std::string& pooling) {
   return o;
 }
 
-bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 }  // namespace
 
 TEST(Dlrm, ShapeAndParameterLayout) {

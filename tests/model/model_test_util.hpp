@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -239,6 +240,11 @@ inline Fixture sub_batch(const Fixture& f, const std::vector<int>& picked) {
     }
   }
   return out;
+}
+
+// Same values, bit for bit (NaNs and signed zeros included).
+inline bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 }  // namespace strata::model::testing

@@ -119,10 +119,6 @@ StepResult train(Model& model, Fixture f, ExpertGroup* group, const strata::comm
   return result;
 }
 
-bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 struct Case {
   int top_k;
   double capacity_factor;

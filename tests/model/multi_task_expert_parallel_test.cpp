@@ -81,10 +81,6 @@ StepResult train(const Case& c, ExpertGroup* group, const strata::comm::Parallel
   return result;
 }
 
-bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 class MultiTaskExpertParallel : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MultiTaskExpertParallel, EveryLayoutEqualsEpOneBitForBit) {

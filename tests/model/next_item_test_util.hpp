@@ -148,10 +148,6 @@ inline void expect_next_item_gradients(Model& model, Fixture& f, const AnalyticG
   }
 }
 
-inline bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 template <class F>
 void expect_error_naming(F&& f, const std::vector<std::string>& names) {
   try {
