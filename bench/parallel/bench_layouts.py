@@ -15,6 +15,9 @@ layout adds (--gbps, --latency-us, per message).
    model, 4 trainers, one history per trainer step): sp = 1, 2 (ring and
    alltoall), 4 (ring). Step time, trainer peak RSS, bytes per layer, attention
    max/mean.
+3. Sequence parallel for din: inputs/din.ini's model over synthetic histories of
+   up to --din-length events (uniform lengths), 4 trainers, 2 samples per trainer
+   step: sp = 1, 2, 4. The same columns; "attn max/mean" is the events' balance.
 
 Each configuration runs --repeats times, alternating configurations, and the
 medians are reported. Prints, last:
@@ -25,9 +28,11 @@ medians are reported. Prints, last:
   ratio capacity1.25/dropless auc_gap       (target <= 0.001: |mean AUC difference| over --seeds seeds)
   ratio sp2/sp1 params_digest_equal
   ratio sp2/sp1 trainer_peak_rss            (target <= 1 / (0.8 x 2) = 0.625)
+  ratio din sp2/sp1 params_digest_equal, din sp4/sp1 params_digest_equal
+  ratio din sp2/sp1 trainer_peak_rss
 
 usage: /usr/bin/python3 bench/parallel/bench_layouts.py [--build build] [--steps 300] [--repeats 3]
-       [--length 4096] [--gbps 25] [--latency-us 50]
+       [--length 4096] [--din-length 8192] [--gbps 25] [--latency-us 50] [--only ep|capacity|sp|sp_din]
 """
 import argparse
 import json
@@ -147,6 +152,37 @@ def capacity(strata, args, work):
             ("capacity1.25/dropless auc_gap", abs(mean_auc["0"] - mean_auc["1.25"]))]
 
 
+def print_sequence_parallel(title, results, repeats):
+    """One row per layout: step time, trainer CPU and peak RSS, bytes per layer, balance, digest."""
+    print(f"\n{title}, medians of {repeats}")
+    print(f"{'layout':<13} {'step ms':>9} {'trainer CPU ms/step':>20} {'trainer peak MiB':>17} "
+          f"{'fwd bytes/layer':>16} {'bwd bytes/layer':>16} {'attn max/mean':>14}  digest")
+    for name, runs in results.items():
+        s = runs[0]
+        step_ms = median([x["train_seconds"] / x["steps"] for x in runs]) * 1e3
+        sp = s.get("sequence_parallel", {})
+        print(f"{name:<13} {step_ms:>9.1f} {median([trainer_cpu_per_step(x) for x in runs]) * 1e3:>20.1f} "
+              f"{median([x['memory']['peak_rss_training_mib']['trainer'] for x in runs]):>17.1f} "
+              f"{sp.get('trainer0_bytes_per_layer_forward', 0):>16.0f} "
+              f"{sp.get('trainer0_bytes_per_layer_backward', 0):>16.0f} "
+              f"{sp.get('attention_max_mean', 1.0):>14.3f}  {s['params_digest'][:16]}")
+    return {n: median([x["memory"]["peak_rss_training_mib"]["trainer"] for x in results[n]]) for n in results}
+
+
+def din_sequence_parallel(strata, args, work):
+    deck = ["--config", os.path.join(ROOT, "inputs", "din.ini"), f"--data.synthetic_history_length={args.din_length}",
+            "--train.batch_size=2", "--train.steps=20", "--train.eval=false", "--layout.trainers=4",
+            "--layout.sp_min_len=256", "--store.mode=ps"]
+    configs = {f"din sp{k}": (6, deck + [f"--layout.sp={k}"]) for k in (1, 2, 4)}
+    results = repeated(strata, configs, args.repeats, work)
+    rss = print_sequence_parallel(f"Sequence parallel: din, histories of up to {args.din_length} events, 4 trainers, "
+                                  "2 samples per trainer step", results, args.repeats)
+    digest = {n: results[n][0]["params_digest"] for n in configs}
+    return [("din sp2/sp1 params_digest_equal", float(digest["din sp2"] == digest["din sp1"])),
+            ("din sp4/sp1 params_digest_equal", float(digest["din sp4"] == digest["din sp1"])),
+            ("din sp2/sp1 trainer_peak_rss", rss["din sp2"] / rss["din sp1"])]
+
+
 def sequence_parallel(strata, args, work):
     L = args.length
     deck = ["--config", os.path.join(ROOT, "inputs", "long_sequence.ini"), "--model.kind=hstu",
@@ -161,21 +197,9 @@ def sequence_parallel(strata, args, work):
         "sp4 ring": (6, deck + ["--layout.sp=4", "--layout.sp_mode=ring"]),
     }
     results = repeated(strata, configs, args.repeats, work)
-    print(f"\nSequence parallel: hstu, {L} events per history, 4 trainers, 1 history per trainer step, "
-          f"medians of {args.repeats}")
-    print(f"{'layout':<13} {'step ms':>9} {'trainer CPU ms/step':>20} {'trainer peak MiB':>17} "
-          f"{'fwd bytes/layer':>16} {'bwd bytes/layer':>16} {'attn max/mean':>14}  digest")
-    for name, runs in results.items():
-        s = runs[0]
-        step_ms = median([x["train_seconds"] / x["steps"] for x in runs]) * 1e3
-        sp = s.get("sequence_parallel", {})
-        print(f"{name:<13} {step_ms:>9.1f} {median([trainer_cpu_per_step(x) for x in runs]) * 1e3:>20.1f} "
-              f"{median([x['memory']['peak_rss_training_mib']['trainer'] for x in runs]):>17.1f} "
-              f"{sp.get('trainer0_bytes_per_layer_forward', 0):>16.0f} "
-              f"{sp.get('trainer0_bytes_per_layer_backward', 0):>16.0f} "
-              f"{sp.get('attention_max_mean', 1.0):>14.3f}  {s['params_digest'][:16]}")
+    rss = print_sequence_parallel(f"Sequence parallel: hstu, {L} events per history, 4 trainers, 1 history per "
+                                  "trainer step", results, args.repeats)
     digests = {results[n][0]["params_digest"] for n in configs}
-    rss = {n: median([x["memory"]["peak_rss_training_mib"]["trainer"] for x in results[n]]) for n in configs}
     return [("sp2/sp1 params_digest_equal", 1.0 if len(digests) == 1 else 0.0),
             ("sp2/sp1 trainer_peak_rss", rss["sp2 ring"] / rss["sp1"])]
 
@@ -189,7 +213,8 @@ def main():
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--gbps", type=float, default=25.0)
     parser.add_argument("--latency-us", type=float, default=50.0)
-    parser.add_argument("--only", choices=["ep", "capacity", "sp"], default=None)
+    parser.add_argument("--din-length", type=int, default=8192)
+    parser.add_argument("--only", choices=["ep", "capacity", "sp", "sp_din"], default=None)
     args = parser.parse_args()
     strata = os.path.join(args.build, "bin", "strata")
     work = tempfile.mkdtemp(prefix="strata-layouts-")
@@ -201,6 +226,8 @@ def main():
             ratios += capacity(strata, args, work)
         if args.only in (None, "sp"):
             ratios += sequence_parallel(strata, args, work)
+        if args.only in (None, "sp_din"):
+            ratios += din_sequence_parallel(strata, args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print()

@@ -32,9 +32,9 @@ void visit_options(RunOptions& o, Visitor&& v) {
   v("layout.trainers", o.layout.trainers, "ranks that run the dense network (one per GPU or core)");
   v("layout.servers", o.layout.servers, "parameter-server ranks holding the sparse tables");
   v("layout.dp", o.layout.dp, "data-parallel replicas; dp x sp x ep = trainers (0 = trainers / (sp x ep))");
-  v("layout.sp", o.layout.sp, "sequence-parallel degree: sasrec/hstu attention shared by sp trainers");
+  v("layout.sp", o.layout.sp, "sequence-parallel degree: sasrec/hstu attention, din activation unit shared by sp trainers");
   v("layout.sp_min_len", o.layout.sp_min_len, "sp > 1: histories longer than this are split over the SP group");
-  v("layout.sp_mode", o.layout.sp_mode, "sp > 1: ring (query chunks) | alltoall (heads, Ulysses)");
+  v("layout.sp_mode", o.layout.sp_mode, "sp > 1: ring (query or event chunks) | alltoall (heads, Ulysses; not din)");
   v("layout.ep", o.layout.ep, "expert-parallel degree: model.kind = moe, mmoe or ple's experts sharded over ep trainers");
 
   v("data.source", o.data.source,
