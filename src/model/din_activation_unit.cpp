@@ -125,6 +125,18 @@ void DinActivationUnit::plan_shared(int batch, const int32_t* offsets) {
   stats_.split_sequences += splits;
 }
 
+template <class Visit>
+void DinActivationUnit::for_each_sent_unit(Visit&& visit) {
+  const int me = group_->rank();
+  for (int src = 0; src < group_->size(); ++src) {
+    if (src == me) continue;
+    const char* in = parts_.from(src);
+    for (size_t i = 0; i < units_.size(); ++i) {
+      if (units_[i].home == src && units_[i].executor == me) visit(i, units_[i], in);
+    }
+  }
+}
+
 void DinActivationUnit::run_forward(const Unit& u, UnitState& state, const float* rows, const int32_t* index,
                                     const float* cand, float* scores) {
   const int n = u.e1 - u.e0, D = dim_;
@@ -250,21 +262,16 @@ void DinActivationUnit::forward(const DenseParameters& params, int batch, const 
                 candidate + size_t(u.seq) * D, scores + offsets_[size_t(me)][size_t(u.seq)] + u.e0);
   }
   if (!shared) return;
-  for (int src = 0; src < group_->size(); ++src) {
-    const char* in = parts_.from(src);
-    for (size_t i = 0; i < units_.size(); ++i) {
-      const Unit& u = units_[i];
-      if (u.home != src || u.executor != me || src == me) continue;
-      const int n = u.e1 - u.e0;
-      cand_.resize(size_t(D));
-      rows_.resize(size_t(n) * D);
-      take(in, cand_.data(), size_t(D));
-      take(in, rows_.data(), rows_.size());
-      scores_.resize(size_t(n));
-      run_forward(u, states_[i], rows_.data(), nullptr, cand_.data(), scores_.data());
-      append(parts_.to(u.home), scores_.data(), scores_.size());
-    }
-  }
+  for_each_sent_unit([&](size_t i, const Unit& u, const char*& in) {
+    const int n = u.e1 - u.e0;
+    cand_.resize(size_t(D));
+    rows_.resize(size_t(n) * D);
+    take(in, cand_.data(), size_t(D));
+    take(in, rows_.data(), rows_.size());
+    scores_.resize(size_t(n));
+    run_forward(u, states_[i], rows_.data(), nullptr, cand_.data(), scores_.data());
+    append(parts_.to(u.home), scores_.data(), scores_.size());
+  });
   parts_.send(*group_);
   sent += parts_.bytes_to_others(me);
   stats_.bytes_forward += sent;
@@ -337,19 +344,14 @@ void DinActivationUnit::backward(DenseParameters& params, const float* dscores, 
   }
   // Units from other homes: their events' gradients wait in replies_ for the last send.
   replies_.assign(size_t(group_->size()), {});
-  for (int src = 0; src < group_->size(); ++src) {
-    const char* in = parts_.from(src);
-    for (size_t i = 0; i < units_.size(); ++i) {
-      const Unit& u = units_[i];
-      if (u.home != src || u.executor != me || src == me) continue;
-      const int n = u.e1 - u.e0;
-      scores_.resize(size_t(n));
-      take(in, scores_.data(), size_t(n));
-      devent_out_.resize(size_t(n) * D);
-      run_backward(params, u, states_[i], scores_.data(), devent_out_.data(), sum_of_unit(u, states_[i]));
-      append(replies_[size_t(src)], devent_out_.data(), devent_out_.size());
-    }
-  }
+  for_each_sent_unit([&](size_t i, const Unit& u, const char*& in) {
+    const int n = u.e1 - u.e0;
+    scores_.resize(size_t(n));
+    take(in, scores_.data(), size_t(n));
+    devent_out_.resize(size_t(n) * D);
+    run_backward(params, u, states_[i], scores_.data(), devent_out_.data(), sum_of_unit(u, states_[i]));
+    append(replies_[size_t(u.home)], devent_out_.data(), devent_out_.size());
+  });
   // The running sums along each split history's chunks, stage by stage.
   for (int stage = 0; stage < chain_stages_; ++stage) {
     std::vector<int> expected(size_t(group_->size()), 0);

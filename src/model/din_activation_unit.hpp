@@ -94,6 +94,11 @@ class DinActivationUnit {
   void run_backward(DenseParameters& params, const Unit& u, UnitState& state, const float* dscores, float* devent,
                     float* sum);
 
+  // visit(i, unit, in) for each unit that another home sent this member (in the last
+  // exchange), home by home in plan order; in points at its part and is read forward.
+  template <class Visit>
+  void for_each_sent_unit(Visit&& visit);
+
   std::vector<const Linear*> layers_;
   int dim_;
   size_t param_begin_, param_count_;  // the unit's slice of the flat parameters

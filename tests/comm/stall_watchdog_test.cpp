@@ -15,20 +15,17 @@
 #include "comm/mpi_channel.hpp"
 #include "comm/stall_watchdog.hpp"
 #include "common/stall_error.hpp"
+#include "../common/mpi_test_util.hpp"
 
 namespace strata::comm {
+using strata::mpi_test::world_rank;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kNeverSent = 999;  // a tag no test sends: a wait for it never completes
 
 double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
 
 void arm(double timeout_s, std::vector<int> heartbeat_to = {}) {
   StallWatchdogOptions options;

@@ -8,25 +8,17 @@
 
 #include "checkpoint_fixture.hpp"
 #include "io/params_digest.hpp"
+#include "../common/mpi_test_util.hpp"
 
 namespace strata::io {
+using strata::mpi_test::world_rank;
+using strata::mpi_test::world_size;
+
 namespace {
 
 using testing::CheckpointCase;
 using testing::same_bits;
 using testing::ScratchDirectory;
-
-int world_size() {
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
-
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
 
 void expect_rows_equal(const SparseRows& expected, int64_t begin, const SparseRows& got) {
   ASSERT_EQ(got.width, expected.width);

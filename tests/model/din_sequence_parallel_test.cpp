@@ -16,25 +16,18 @@
 #include "model/din.hpp"
 #include "model/din_activation_unit.hpp"
 #include "model_test_util.hpp"
+#include "../common/mpi_test_util.hpp"
 
 using namespace strata::model;
 using namespace strata::model::testing;
 using strata::ModelOptions;
 
+using strata::mpi_test::world_rank;
+using strata::mpi_test::world_size;
+
 namespace {
 
 constexpr int kDinDim = 4;
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
 
 // Bag lengths (history events + the candidate) of rank r's samples; 0 is an empty bag.
 std::vector<int> rank_bags(int r, bool empty) {

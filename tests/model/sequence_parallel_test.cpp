@@ -20,24 +20,17 @@
 #include "model/sequence_parallel.hpp"
 #include "model_test_util.hpp"
 #include "next_item_test_util.hpp"
+#include "../common/mpi_test_util.hpp"
 
 using namespace strata::model;
 using namespace strata::model::testing;
 namespace kernels = strata::backend;
 using strata::ModelOptions;
 
-namespace {
+using strata::mpi_test::world_rank;
+using strata::mpi_test::world_size;
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+namespace {
 
 // Rank r's histories: ragged, two of them longer than min_len = 16 below.
 std::vector<int> rank_lengths(int r, bool empty) {
