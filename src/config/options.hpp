@@ -19,7 +19,7 @@ struct LayoutOptions {
   int servers = 1;    // parameter-server ranks holding the sparse tables (L3)
   // How the trainers divide the work (config/parallel_layout.hpp): dp x sp x ep = trainers.
   int dp = 0;         // data-parallel replicas (0 = trainers / (sp x ep))
-  int sp = 1;         // sequence-parallel degree: sasrec/hstu attention shared by sp trainers (docs/PARALLEL.md)
+  int sp = 1;         // sequence-parallel degree: sasrec/hstu attention, din activation unit (docs/PARALLEL.md)
   int sp_min_len = 256;          // sp > 1: histories longer than this are split over the group, shorter ones go whole
   std::string sp_mode = "ring";  // sp > 1: ring (query chunks, K/V prefixes sent in order) | alltoall (heads, Ulysses)
   int ep = 1;         // expert-parallel degree: the experts of model.kind = moe sharded over ep trainers

@@ -1,6 +1,7 @@
 // ParallelLayout: how the trainers divide the work, dp x sp x ep = layout.trainers.
 // dp replicas each train their own samples (dense gradients summed over them);
-// sp shares the attention of sasrec/hstu over its group (model/sequence_parallel.hpp); ep shards the
+// sp shares the attention of sasrec/hstu (model/sequence_parallel.hpp) or din's activation unit
+// (model/din_activation_unit.hpp) over its group; ep shards the
 // experts of a mixture-of-experts model over its group. The row ownership of the
 // embedding tables (model parallel) always spans every trainer.
 #pragma once

@@ -74,7 +74,7 @@ void check_engine_accepts(const Knob& knob, const std::string& spec) {
   for (const auto& probe : probes) {
     try {
       // A layout that sets the trainers' axes is valid or not with the deck's
-      // model (sp needs sasrec/hstu; ep needs experts: moe, mmoe, ple, or din
+      // model (sp needs sasrec, hstu or din; ep needs experts: moe, mmoe, ple, or din
       // with din_tower = moe): its grammar is checked here, the rest per trial,
       // which is pruned with the engine's reason.
       if (knob.name == "layout" && parse_layout_split(probe.text).parallel) continue;
