@@ -55,24 +55,40 @@ struct Ledger {
       : memory(static_cast<char*>(std::aligned_alloc(64, (L2Pool::bytes_needed(int(members.size())) + 63) / 64 * 64)),
                &std::free) {
     L2Pool::initialize(memory.get(), pool_mb, members, /*decide_every_s=*/0);
-    for (int i = 0; i < int(members.size()); ++i) pools.push_back(std::make_unique<L2Pool>(memory.get(), int(members.size()), i));
+    for (int i = 0; i < int(members.size()); ++i)
+      pools.push_back(std::make_unique<L2Pool>(memory.get(), int(members.size()), i));
   }
   std::unique_ptr<char, decltype(&std::free)> memory;
   std::vector<std::unique_ptr<L2Pool>> pools;
 };
 
+// Two members a and b of a 100 MiB pool, and b's counters so far.
+struct Pair {
+  explicit Pair(const std::vector<L2PoolMember>& members)
+      : ledger(100, members), a(*ledger.pools[0]), b(*ledger.pools[1]) {}
+  // One window in which b's L2 is full and b gains 500 ghost hits and 800 L2 hits
+  // (its L1 holding b_l1_rows): report_a() reports a's window first.
+  template <class ReportA>
+  void window_b_wants_more(ReportA&& report_a, int64_t b_l1_rows = 0) {
+    samples += 1000, b_ghosts += 500, b_hits += 800;
+    report_a();
+    report_window(b, b_ghosts, b_hits, samples, full(b), b_l1_rows, kRoomy);
+  }
+  Ledger ledger;
+  L2Pool& a;
+  L2Pool& b;
+  uint64_t samples = 0, b_ghosts = 0, b_hits = 0;
+};
+
 TEST(L2Pool, MemoryMovesToWhereGhostsHitFromWhereItIsIdle) {
-  Ledger ledger(100, {{true, 0, 0}, {true, 20, 0}});
-  L2Pool& a = *ledger.pools[0];
-  L2Pool& b = *ledger.pools[1];
+  Pair pair({{true, 0, 0}, {true, 20, 0}});
+  L2Pool& a = pair.a;
+  L2Pool& b = pair.b;
   EXPECT_NEAR(a.granted_mb(), 40, 1e-6);
   EXPECT_NEAR(b.granted_mb(), 60, 1e-6);
   // a: its L2 is never hit and its ghosts neither; b: its ghosts are hit often.
-  uint64_t samples = 0, b_ghosts = 0, b_hits = 0;
   for (int step = 0; step < 200; ++step) {
-    samples += 1000, b_ghosts += 500, b_hits += 800;
-    report_window(a, 0, 0, samples, 0, 0, kRoomy);
-    report_window(b, b_ghosts, b_hits, samples, full(b), 0, kRoomy);
+    pair.window_b_wants_more([&] { report_window(a, 0, 0, pair.samples, 0, 0, kRoomy); });
     EXPECT_LE(a.granted_mb() + b.granted_mb(), 100 + 1e-6);
     EXPECT_GE(b.granted_mb(), 20 - 1e-6);
   }
@@ -88,23 +104,19 @@ TEST(L2Pool, AMemberThatUsesItsL2KeepsItsFirstGrant) {
   // a's L2 is full and serves 1 hit per 1000 samples, far less per byte than
   // b's ghosts promise: above its first grant it would give memory up, below it
   // not, so a ends no worse off than with a static split.
-  Ledger ledger(100, {{true, 0, 0}, {true, 20, 0}});
-  L2Pool& a = *ledger.pools[0];
-  L2Pool& b = *ledger.pools[1];
-  uint64_t samples = 0, a_hits = 0, b_ghosts = 0, b_hits = 0;
+  Pair pair({{true, 0, 0}, {true, 20, 0}});
+  L2Pool& a = pair.a;
+  L2Pool& b = pair.b;
+  uint64_t a_hits = 0;
   for (int step = 0; step < 200; ++step) {
-    samples += 1000, a_hits += 1, b_ghosts += 500, b_hits += 800;
-    report_window(a, 0, a_hits, samples, full(a), 0, kRoomy);
-    report_window(b, b_ghosts, b_hits, samples, full(b), 0, kRoomy);
+    pair.window_b_wants_more([&] { report_window(a, 0, a_hits += 1, pair.samples, full(a), 0, kRoomy); });
     EXPECT_GE(a.granted_mb(), 40 - 1e-6);
   }
   EXPECT_NEAR(a.granted_mb(), 40, 1e-6);
   EXPECT_NEAR(b.granted_mb(), 60, 1e-6);
   // Once its L2 empties (its L1 took its rows), that space moves.
   for (int step = 0; step < 200; ++step) {
-    samples += 1000, b_ghosts += 500, b_hits += 800;
-    report_window(a, 0, a_hits, samples, 0, 0, kRoomy);
-    report_window(b, b_ghosts, b_hits, samples, full(b), 0, kRoomy);
+    pair.window_b_wants_more([&] { report_window(a, 0, a_hits, pair.samples, 0, 0, kRoomy); });
   }
   EXPECT_NEAR(a.granted_mb(), 0, 1e-6);
   EXPECT_NEAR(b.granted_mb(), 100, 1e-6);
@@ -112,9 +124,8 @@ TEST(L2Pool, AMemberThatUsesItsL2KeepsItsFirstGrant) {
   // up to its first grant, though b's gain is larger.
   uint64_t a_ghosts = 0;
   for (int step = 0; step < 200; ++step) {
-    samples += 1000, a_hits += 5, a_ghosts += 5, b_ghosts += 500, b_hits += 800;
-    report_window(a, a_ghosts, a_hits, samples, full(a), 0, kRoomy);
-    report_window(b, b_ghosts, b_hits, samples, full(b), 0, kRoomy);
+    pair.window_b_wants_more(
+        [&] { report_window(a, a_ghosts += 5, a_hits += 5, pair.samples, full(a), 0, kRoomy); });
     EXPECT_LE(a.granted_mb() + b.granted_mb(), 100 + 1e-6);
   }
   EXPECT_NEAR(a.granted_mb(), 40, 1e-6);
@@ -126,30 +137,23 @@ TEST(L2Pool, AnEmptyL2WhoseL1FillsSoonIsNotLent) {
   // 1,000 more rows a window it fills within 40 windows and will then evict
   // into the L2, so its space stays. Once its L1 holds steady with room to
   // spare, the empty space moves.
-  Ledger ledger(100, {{true, 0, 0}, {true, 0, 0}});
-  L2Pool& a = *ledger.pools[0];
-  L2Pool& b = *ledger.pools[1];
-  uint64_t samples = 0, b_ghosts = 0, b_hits = 0;
+  Pair pair({{true, 0, 0}, {true, 0, 0}});
+  L2Pool& a = pair.a;
+  L2Pool& b = pair.b;
   int64_t a_l1_rows = 1000;
-  for (int step = 0; step < 25; ++step) {
-    samples += 1000, b_ghosts += 500, b_hits += 800, a_l1_rows += 1000;
-    report_window(a, 0, 0, samples, 0, a_l1_rows, 30000);
-    report_window(b, b_ghosts, b_hits, samples, full(b), 5000, kRoomy);
-    EXPECT_NEAR(a.granted_mb(), 50, 1e-6);
-  }
-  for (int step = 0; step < 100; ++step) {
-    samples += 1000, b_ghosts += 500, b_hits += 800;
-    report_window(a, 0, 0, samples, 0, a_l1_rows, 30000);
-    report_window(b, b_ghosts, b_hits, samples, full(b), 5000, kRoomy);
+  for (int step = 0; step < 125; ++step) {
+    if (step < 25) a_l1_rows += 1000;  // then it holds steady
+    pair.window_b_wants_more([&] { report_window(a, 0, 0, pair.samples, 0, a_l1_rows, 30000); }, 5000);
+    if (step < 25) EXPECT_NEAR(a.granted_mb(), 50, 1e-6);
   }
   EXPECT_NEAR(a.granted_mb(), 0, 1e-6);
   EXPECT_NEAR(b.granted_mb(), 100, 1e-6);
 }
 
 TEST(L2Pool, NoMoveWhenTheGainDoesNotBeatWhatTheBytesBuy) {
-  Ledger ledger(100, {{true, 0, 0}, {true, 0, 0}});
-  L2Pool& a = *ledger.pools[0];
-  L2Pool& b = *ledger.pools[1];
+  Pair pair({{true, 0, 0}, {true, 0, 0}});
+  L2Pool& a = pair.a;
+  L2Pool& b = pair.b;
   uint64_t samples = 0, a_hits = 0, b_ghosts = 0;
   for (int step = 0; step < 50; ++step) {
     // a's 50 MiB buy 200 hits per 1000 samples; b's 1000 ghost rows of 1 KiB would buy 1.
@@ -162,9 +166,9 @@ TEST(L2Pool, NoMoveWhenTheGainDoesNotBeatWhatTheBytesBuy) {
 }
 
 TEST(L2Pool, CapsAndFloorsHold) {
-  Ledger ledger(100, {{true, 30, 0}, {true, 0, 55}});
-  L2Pool& a = *ledger.pools[0];
-  L2Pool& b = *ledger.pools[1];
+  Pair pair({{true, 30, 0}, {true, 0, 55}});
+  L2Pool& a = pair.a;
+  L2Pool& b = pair.b;
   uint64_t samples = 0, b_ghosts = 0;
   for (int step = 0; step < 200; ++step) {
     samples += 1000, b_ghosts += 900;
@@ -177,9 +181,9 @@ TEST(L2Pool, CapsAndFloorsHold) {
 }
 
 TEST(L2Pool, AGrantIsGivenOnlyOnceTheDonorHasShrunk) {
-  Ledger ledger(100, {{true, 0, 0}, {true, 0, 0}});
-  L2Pool& a = *ledger.pools[0];
-  L2Pool& b = *ledger.pools[1];
+  Pair pair({{true, 0, 0}, {true, 0, 0}});
+  L2Pool& a = pair.a;
+  L2Pool& b = pair.b;
   uint64_t samples = 0;
   for (int step = 1; step <= 20; ++step) {
     samples += 1000;
