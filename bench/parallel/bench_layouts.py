@@ -15,9 +15,12 @@ layout adds (--gbps, --latency-us, per message).
    model, 4 trainers, one history per trainer step): sp = 1, 2 (ring and
    alltoall), 4 (ring). Step time, trainer peak RSS, bytes per layer, attention
    max/mean.
-3. Sequence parallel for din: inputs/din.ini's model over synthetic histories of
-   up to --din-length events (uniform lengths), 4 trainers, 2 samples per trainer
-   step: sp = 1, 2, 4. The same columns; "attn max/mean" is the events' balance.
+3. Sequence parallel for din, the issue's memory metric: inputs/din.ini's model
+   on click-log lines where one sample per step has a long history (--din-length
+   and an eighth of it) and the other seven 20 events, 4 trainers, 2 samples per
+   trainer step: sp = 1, 2, 4. The same columns, then the busiest trainer's bytes
+   per event of the long history and the longest history that fits
+   --din-budget-mib per trainer; "attn max/mean" is the events' balance.
 
 Each configuration runs --repeats times, alternating configurations, and the
 medians are reported. Prints, last:
@@ -28,15 +31,17 @@ medians are reported. Prints, last:
   ratio capacity1.25/dropless auc_gap       (target <= 0.001: |mean AUC difference| over --seeds seeds)
   ratio sp2/sp1 params_digest_equal
   ratio sp2/sp1 trainer_peak_rss            (target <= 1 / (0.8 x 2) = 0.625)
-  ratio din sp2/sp1 params_digest_equal, din sp4/sp1 params_digest_equal
-  ratio din sp2/sp1 trainer_peak_rss
+  ratio din sp2,sp4/sp1 params_digest_equal
+  ratio din sp2/sp1 longest_history_at_budget  (target >= 0.8 x 2)
+  ratio din sp4/sp1 longest_history_at_budget  (target >= 0.8 x 4)
 
 usage: /usr/bin/python3 bench/parallel/bench_layouts.py [--build build] [--steps 300] [--repeats 3]
-       [--length 4096] [--din-length 8192] [--gbps 25] [--latency-us 50] [--only ep|capacity|sp|sp_din]
+       [--length 4096] [--din-length 131072] [--din-budget-mib 1024] [--gbps 25] [--latency-us 50] [--only ep|capacity|sp|sp_din]
 """
 import argparse
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -169,18 +174,57 @@ def print_sequence_parallel(title, results, repeats):
     return {n: median([x["memory"]["peak_rss_training_mib"]["trainer"] for x in results[n]]) for n in results}
 
 
+def write_din_histories(path, long_events, lines, seed=5):
+    """DIN click-log lines (history;candidate;label;dense) where the first sample of
+    every 8 (4 trainers x 2 samples: one training step) has a history of
+    long_events distinct-looking items and the others 20: one long history per
+    step, on trainer 0."""
+    rng = random.Random(seed)
+    with open(path, "w") as f:
+        for i in range(lines):
+            n = long_events if i % 8 == 0 else 20
+            history = "|".join(f"i{rng.randrange(1 << 30)}" for _ in range(n))
+            f.write(f"{history};i{rng.randrange(1 << 30)};{rng.randint(0, 1)};{rng.randint(0, 50)}\n")
+
+
 def din_sequence_parallel(strata, args, work):
-    deck = ["--config", os.path.join(ROOT, "inputs", "din.ini"), f"--data.synthetic_history_length={args.din_length}",
-            "--train.batch_size=2", "--train.steps=20", "--train.eval=false", "--layout.trainers=4",
-            "--layout.sp_min_len=256", "--store.mode=ps"]
-    configs = {f"din sp{k}": (6, deck + [f"--layout.sp={k}"]) for k in (1, 2, 4)}
+    """The issue's memory metric: the longest history a trainer can train at a fixed
+    per-trainer budget. One long history per step (the rest short), at two lengths;
+    the trainers' largest peak RSS grows linearly with the long history's events, so
+    its slope is the bytes per event on the busiest trainer and the intercept the
+    rest; the longest trainable history at --din-budget-mib is (budget - intercept) /
+    slope."""
+    lengths = (args.din_length // 8, args.din_length)
+    configs = {}
+    for L in lengths:
+        path = os.path.join(work, f"din-{L}.csv")
+        write_din_histories(path, L, 64)
+        deck = ["--config", os.path.join(ROOT, "inputs", "din.ini"), "--data.source=csv", "--data.train=" + path,
+                "--data.csv_delimiter=;", "--data.csv_columns=seq:|,cand,label,dense:1",
+                "--model.din_history_table=0", f"--data.max_seq_len={L}", "--train.batch_size=2", "--train.steps=0",
+                "--train.epochs=1", "--train.eval=false", "--layout.trainers=4", "--layout.sp_min_len=256",
+                "--store.mode=ps"]
+        for k in (1, 2, 4):
+            configs[f"din sp{k} L{L}"] = (6, deck + [f"--layout.sp={k}"])
     results = repeated(strata, configs, args.repeats, work)
-    rss = print_sequence_parallel(f"Sequence parallel: din, histories of up to {args.din_length} events, 4 trainers, "
-                                  "2 samples per trainer step", results, args.repeats)
-    digest = {n: results[n][0]["params_digest"] for n in configs}
-    return [("din sp2/sp1 params_digest_equal", float(digest["din sp2"] == digest["din sp1"])),
-            ("din sp4/sp1 params_digest_equal", float(digest["din sp4"] == digest["din sp1"])),
-            ("din sp2/sp1 trainer_peak_rss", rss["din sp2"] / rss["din sp1"])]
+    print_sequence_parallel(f"Sequence parallel: din, one history of {lengths[0]} or {lengths[1]} events per step "
+                            "(the other 7 samples 20), 4 trainers, 2 samples per trainer step", results, args.repeats)
+    peak = {n: median([x["memory"]["peak_rss_training_mib"]["trainer"] for x in results[n]]) for n in results}
+    print(f"\nLongest trainable history at {args.din_budget_mib} MiB per trainer (from the two lengths):")
+    print(f"{'layout':<8} {'bytes/event':>12} {'intercept MiB':>14} {'longest events':>15} {'vs sp1':>8} {'target':>7}")
+    longest = {}
+    for k in (1, 2, 4):
+        lo, hi = peak[f"din sp{k} L{lengths[0]}"], peak[f"din sp{k} L{lengths[1]}"]
+        slope = (hi - lo) / (lengths[1] - lengths[0])  # MiB per event
+        intercept = lo - slope * lengths[0]
+        longest[k] = (args.din_budget_mib - intercept) / slope
+        print(f"sp {k:<5} {slope * 2**20:>12.0f} {intercept:>14.1f} {longest[k]:>15.0f} "
+              f"{longest[k] / longest[1]:>8.2f} {0.8 * k:>7.1f}")
+    digests = {k: {results[f"din sp{k} L{L}"][0]["params_digest"] for L in lengths} for k in (1, 2, 4)}
+    same = all(digests[k] == digests[1] for k in (2, 4))
+    return [("din sp2,sp4/sp1 params_digest_equal", float(same)),
+            ("din sp2/sp1 longest_history_at_budget", longest[2] / longest[1]),
+            ("din sp4/sp1 longest_history_at_budget", longest[4] / longest[1])]
 
 
 def sequence_parallel(strata, args, work):
@@ -213,7 +257,8 @@ def main():
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--gbps", type=float, default=25.0)
     parser.add_argument("--latency-us", type=float, default=50.0)
-    parser.add_argument("--din-length", type=int, default=8192)
+    parser.add_argument("--din-length", type=int, default=131072)
+    parser.add_argument("--din-budget-mib", type=float, default=1024.0)
     parser.add_argument("--only", choices=["ep", "capacity", "sp", "sp_din"], default=None)
     args = parser.parse_args()
     strata = os.path.join(args.build, "bin", "strata")

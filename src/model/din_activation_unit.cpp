@@ -236,20 +236,17 @@ void DinActivationUnit::forward(const DenseParameters& params, int batch, const 
   plan_is_shared_ = shared;
   const int me = shared ? group_->rank() : (group_ != nullptr ? group_->rank() : 0), D = dim_;
   states_.resize(std::max(states_.size(), units_.size()));
-  auto gather = [&](const Unit& u, std::vector<float>& out) {
-    const int32_t first = offsets_[size_t(me)][size_t(u.seq)] + u.e0;
-    out.resize(size_t(u.e1 - u.e0) * D);
-    for (int j = 0; j < u.e1 - u.e0; ++j)
-      std::memcpy(&out[size_t(j) * D], item_rows + size_t(event_row[first + j]) * D, sizeof(float) * D);
-  };
   double sent = 0;
   if (shared) {
+    // Each unit's candidate, then its events' rows gathered straight into the part
+    // (a long history's rows are the home's largest per-event buffer: no second copy).
     for (const Unit& u : units_) {
       if (u.home != me || u.executor == me) continue;
       std::vector<char>& part = parts_.to(u.executor);
       append(part, candidate + size_t(u.seq) * D, size_t(D));
-      gather(u, rows_);
-      append(part, rows_.data(), rows_.size());
+      const int32_t first = offsets_[size_t(me)][size_t(u.seq)] + u.e0;
+      part.reserve(part.size() + sizeof(float) * size_t(u.e1 - u.e0) * D);
+      for (int j = 0; j < u.e1 - u.e0; ++j) append(part, item_rows + size_t(event_row[first + j]) * D, size_t(D));
     }
     parts_.send(*group_);
     sent += parts_.bytes_to_others(me);
