@@ -118,6 +118,12 @@ int ranks_on_node(MPI_Comm comm) {
   return same;
 }
 
+void allgather_bytes(const void* send, int bytes, void* receive, MPI_Comm comm) {
+  MPI_Request request;
+  check_mpi(MPI_Iallgather(send, bytes, MPI_BYTE, receive, bytes, MPI_BYTE, comm, &request), "MPI_Iallgather");
+  wait_for(request, "an all-gather", comm, {});
+}
+
 std::vector<char> gather_bytes(const void* send, int bytes, int root, MPI_Comm comm) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(comm, &rank);

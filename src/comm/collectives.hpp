@@ -47,6 +47,9 @@ void ordered_allreduce_sum(float* data, int count, MPI_Comm comm, const Service&
 // recv (count of type, on root only) <- op over every rank's send.
 void reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm);
 
+// Every rank's `bytes` bytes (the same count on all), back to back in rank order, on every rank.
+void allgather_bytes(const void* send, int bytes, void* receive, MPI_Comm comm);
+
 // Every rank's bytes, back to back in rank order, on root (empty elsewhere).
 std::vector<char> gather_bytes(const void* send, int bytes, int root, MPI_Comm comm);
 

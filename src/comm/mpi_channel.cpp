@@ -159,11 +159,19 @@ int receive_bytes(MPI_Comm comm, int source, int tag, std::vector<char>& buffer,
   MPI_Status status;
   probe_politely(comm, source, tag, message, status, true);
   if (waited_s) *waited_s = seconds_since(start);
-  int count = 0;
-  MPI_Get_count(&status, MPI_BYTE, &count);
-  buffer.resize(count);
-  check_mpi(MPI_Mrecv(buffer.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+  receive_matched(message, status, buffer);
   return status.MPI_SOURCE;
+}
+
+void receive_matched(MPI_Message& message, const MPI_Status& status, std::vector<char>& buffer) {
+  int count = 0;
+  check_mpi(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+  buffer.resize(size_t(count));
+  check_mpi(MPI_Mrecv(buffer.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+}
+
+void receive_matched(MPI_Message& message, void* data, int bytes) {
+  check_mpi(MPI_Mrecv(data, bytes, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
 }
 
 void note_waiting_on(MPI_Request request, const char* otherwise, MPI_Comm comm) {

@@ -101,6 +101,11 @@ int receive_bytes(MPI_Comm comm, int source, int tag, std::vector<char>& buffer,
 bool probe_politely(MPI_Comm comm, int source, int tag, MPI_Message& message, MPI_Status& status,
                     bool block);
 
+// Receives the message a probe matched into `buffer`, resized to its byte count.
+void receive_matched(MPI_Message& message, const MPI_Status& status, std::vector<char>& buffer);
+// Receives a matched message of exactly `bytes` bytes (a fixed-size struct) into `data`.
+void receive_matched(MPI_Message& message, void* data, int bytes);
+
 // Starts sending `buffer` (which must stay alive until the request completes).
 MPI_Request send_bytes(MPI_Comm comm, int dest, int tag, const std::vector<char>& buffer);
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "comm/collectives.hpp"
 #include "comm/mpi_channel.hpp"
 #include "common/error.hpp"
 #include "config/deck.hpp"
@@ -82,9 +83,9 @@ constexpr const char* kResumeKeysNote =
 // Broadcasts `text` from `root` to every rank of `world`.
 void broadcast_text(std::string& text, int root, MPI_Comm world) {
   uint64_t size = text.size();
-  comm::check_mpi(MPI_Bcast(&size, 1, MPI_UINT64_T, root, world), "MPI_Bcast");
+  comm::broadcast(&size, 1, MPI_UINT64_T, root, world);
   text.resize(size);
-  if (size > 0) comm::check_mpi(MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, root, world), "MPI_Bcast");
+  if (size > 0) comm::broadcast(text.data(), static_cast<int>(size), MPI_CHAR, root, world);
 }
 
 // Runs `decide` on world rank 0 only; every rank returns its answer, or every
@@ -215,7 +216,7 @@ std::string damaged_rows(const std::string& path, MPI_Comm world) {
     why = "checkpoint '" + path + "': " + e.what();
   }
   int first = why.empty() ? size : rank;
-  comm::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, world), "MPI_Allreduce");
+  comm::allreduce(&first, 1, MPI_INT, MPI_MIN, world);
   if (first == size) return {};
   broadcast_text(why, first, world);
   return why;

@@ -77,9 +77,7 @@ void start_stall_watchdog(const RunOptions& options, const RankContext& context)
   if (!(options.runtime.stall_timeout_s > 0)) return;
   // Every rank has finished its start (a resume may read for long): only then
   // does waiting for a peer mean that the peer is stuck.
-  MPI_Request barrier;
-  comm::check_mpi(MPI_Ibarrier(context.job, &barrier), "MPI_Ibarrier");
-  comm::wait(barrier);
+  comm::barrier(context.job);
   comm::StallWatchdogOptions watch;
   watch.timeout_s = options.runtime.stall_timeout_s;
   watch.comm = context.job;

@@ -28,7 +28,7 @@ void Producer::poll_checkpoint() {
       throw Error("checkpoint stamp from rank " + std::to_string(status.MPI_SOURCE) + ", which this producer does not feed");
     }
     CheckpointStamp stamp;
-    comm::check_mpi(MPI_Mrecv(&stamp, sizeof(stamp), MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+    comm::receive_matched(message, &stamp, sizeof(stamp));
     stamps_[i] = stamp;
   }
   for (const auto& s : stamps_) {

@@ -4,12 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <chrono>
-#include <cstring>
-#include <deque>
-#include <optional>
-#include <thread>
 
 #include "comm/collectives.hpp"
 #include "comm/mpi_channel.hpp"
@@ -263,7 +258,7 @@ bool Producer::poll_done() {
       continue;
     }
     PhaseDone done{};
-    comm::check_mpi(MPI_Mrecv(&done, sizeof(done), MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+    comm::receive_matched(message, &done, sizeof(done));
     q.done = true;
     q.final = done.final != 0;
     if (done.stop != 0) stopped_ = true;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/collectives.hpp"
 #include "comm/mpi_channel.hpp"
 #include "comm/stall_watchdog.hpp"
 #include "comm/wire.hpp"
@@ -69,10 +70,7 @@ bool serve_producers(MPI_Comm job, store::ServerShard& shard, std::vector<char>&
       return any;
     }
     any = true;
-    int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
-    buffer.resize(count);
-    comm::check_mpi(MPI_Mrecv(buffer.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+    comm::receive_matched(message, status, buffer);
     comm::ByteReader reader(buffer.data(), buffer.size(), "producer request");
     const auto op = reader.get<store::ProducerOp>();
     reply.clear();
@@ -127,11 +125,7 @@ void receive_round(MPI_Comm job, const std::vector<Requester>& from, std::vector
                                 /*block=*/false)) {
         continue;
       }
-      int count = 0;
-      MPI_Get_count(&status, MPI_BYTE, &count);
-      requests[t].bytes.resize(count);
-      comm::check_mpi(MPI_Mrecv(requests[t].bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE),
-                      "MPI_Mrecv");
+      comm::receive_matched(message, status, requests[t].bytes);
       comm::ByteReader reader(requests[t].bytes.data(), requests[t].bytes.size(), "server request");
       requests[t].header = reader.get<RequestHeader>();
       received[t] = true;
@@ -197,21 +191,13 @@ void restore_rows(const RankContext& context, const ResumePoint& resume, store::
     writer.put(slice.counts[i]);
     writer.append(slice.values.data() + i * width, sizeof(float) * width);
   }
-  std::vector<int> send_counts(servers), receive_counts(servers), send_offsets(servers), receive_offsets(servers);
-  std::vector<char> send;
+  std::vector<int> send_counts(servers), receive_counts;
+  std::vector<char> send, receive;
   for (int s = 0; s < servers; ++s) {
-    send_offsets[s] = static_cast<int>(send.size());
     send_counts[s] = static_cast<int>(outgoing[s].size());
     send.insert(send.end(), outgoing[s].begin(), outgoing[s].end());
   }
-  comm::check_mpi(MPI_Alltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT, context.role_comm),
-                  "MPI_Alltoall");
-  int at = 0;
-  for (int s = 0; s < servers; ++s) receive_offsets[s] = at, at += receive_counts[s];
-  std::vector<char> receive(at);
-  comm::check_mpi(MPI_Alltoallv(send.data(), send_counts.data(), send_offsets.data(), MPI_BYTE, receive.data(),
-                                receive_counts.data(), receive_offsets.data(), MPI_BYTE, context.role_comm),
-                  "MPI_Alltoallv");
+  comm::alltoallv_sized_here(send, send_counts, receive, receive_counts, context.role_comm);
   const size_t n = receive.size() / record;
   std::vector<store::RowId> ids(n);
   std::vector<uint64_t> counts(n);

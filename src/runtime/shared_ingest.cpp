@@ -40,9 +40,7 @@ SharedIngest::SharedIngest(MPI_Comm world, bool is_producer, const SharedIngestO
   // Every producer's share of the pool, in the node's producer order.
   std::vector<store::L2PoolMember> members(static_cast<size_t>(consumers));
   if (pool_bytes > 0) {
-    comm::check_mpi(MPI_Allgather(&options.member, sizeof(store::L2PoolMember), MPI_BYTE, members.data(),
-                                  sizeof(store::L2PoolMember), MPI_BYTE, producers_),
-                    "MPI_Allgather");
+    comm::allgather_bytes(&options.member, sizeof(store::L2PoolMember), members.data(), producers_);
     (void)store::initial_l2_grants(options.l2_pool_mb, members);  // throws alike on every producer
   }
   memory_ = std::make_unique<comm::NodeSharedMemory>(producers_, 2 * half + pool_bytes);

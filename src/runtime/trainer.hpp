@@ -42,7 +42,6 @@ class Trainer {
   // trainer_role.cpp: the loop.
   bool receive_batch(data::Batch& batch);
   [[noreturn]] void stop_on_non_finite_loss();
-  void check_sharing_models_resume_together();
   void stage_attachment(const std::vector<char>& message, double batch_wait_s);
   void train_epoch(int64_t planned);
   void train_step(const data::Batch& batch);
@@ -52,8 +51,12 @@ class Trainer {
   void flush_window(int64_t planned, bool last);
   std::vector<std::string> gather_notes();
 
+  // trainer_store.cpp: tiered, ps, or another model's tables.
+  std::unique_ptr<store::ParameterStore> make_store() const;
+
   // trainer_checkpoint.cpp
   bool checkpoint_due() const;
+  void check_sharing_models_resume_together();
   void write_checkpoint(bool preempted);
   void restore();
   // The whole model's dense values and optimizer state, as one trainer alone holds

@@ -9,9 +9,27 @@
 #include "io/checkpoint_reader.hpp"
 #include "io/checkpoint_writer.hpp"
 #include "runtime/checkpointing.hpp"
+#include "runtime/shared_tables.hpp"
 #include "runtime/trainer.hpp"
 
 namespace strata::runtime {
+
+// Models that share tables make their server rounds together, so they must
+// continue from the same step: a resume that found their latest complete
+// checkpoints at different steps (one model's write was cut short) stops here.
+void Trainer::check_sharing_models_resume_together() {
+  const SharedTablesPlan* tables = shared_tables();
+  if (tables == nullptr || tables->sharing_trainers == MPI_COMM_NULL) return;
+  int64_t steps[2] = {report_.steps, -report_.steps};
+  comm::allreduce(steps, 2, MPI_INT64_T, MPI_MIN, tables->sharing_trainers);
+  if (steps[0] != -steps[1]) {
+    throw InputError("the models of models.share_tables resume from checkpoints of different steps (" +
+                         std::to_string(steps[0]) + " and " + std::to_string(-steps[1]) +
+                         "): their servers take every sharing model's requests in step",
+                     "resume each of them from the same step: --resume=DIR picks each model's latest complete "
+                     "checkpoint in DIR/NAME; remove the newer ones of the models that are ahead");
+  }
+}
 
 bool Trainer::checkpoint_due() const {
   if (options_.checkpoint.dir.empty() || report_.steps == 0 || report_.steps == last_checkpoint_step_) return false;
@@ -63,9 +81,7 @@ void Trainer::write_checkpoint(bool preempted) {
     writer.close();
   }
   if (context_.world_rank == 0) publish_checkpoint_file(options_, stamp.step, seconds(start, Clock::now()));
-  MPI_Request barrier;  // nobody trains before the file is in place
-  comm::check_mpi(MPI_Ibarrier(comm_, &barrier), "MPI_Ibarrier");
-  comm::wait(barrier);
+  comm::barrier(comm_);  // nobody trains before the file is in place
   last_checkpoint_step_ = report_.steps;
   last_checkpoint_time_ = Clock::now();
   report_.checkpoints += 1;

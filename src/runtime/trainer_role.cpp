@@ -17,12 +17,6 @@
 #include "runtime/preemption.hpp"
 #include "runtime/producer_role.hpp"
 #include "runtime/shared_tables.hpp"
-#include "store/borrowed_tables_store.hpp"
-#include "store/online_controller.hpp"
-#include "store/l1_device_tier.hpp"
-#include "store/producer_staging.hpp"
-#include "store/remote_ps_store.hpp"
-#include "store/tiered_store.hpp"
 
 namespace strata::runtime {
 namespace {
@@ -48,30 +42,7 @@ Trainer::Trainer(const RunOptions& options, const RankContext& context, const Re
       shape_(data_shape(options.data)),
       model_(model::make_model(options.model, shape_.num_dense, shape_.num_tables, options.train.seed, shape_.num_tasks)),
       optimizer_(model::make_dense_optimizer(options.optim, model_->parameters().size())) {
-  std::vector<int> servers;
-  for (int s = 0; s < context.layout.servers(); ++s) servers.push_back(context.layout.world_rank(Role::kServer, s));
-  const int dim = options.model.embedding_dim;
-  if (options.store.mode == "tiered") {
-    auto sparse = model::make_sparse_optimizer(options.optim);
-    const int width = dim + sparse->state_width(dim);
-    // Under the online controller the L1 arena is reserved for the largest budget it may grant.
-    const int owners =
-        static_cast<int>(context.layout.trainers_of_producer(context.layout.producer_of_trainer(context.index)).size());
-    const double arena_mb = options.autotune.online ? store::online_l1_max_mb(options, owners) : options.store.l1_mb;
-    store_ = std::make_unique<store::TieredStore>(context_.job, comm_, producer_rank_, servers, context.index, dim,
-                                                  shape_.num_tables, store::L1DeviceTier::rows_for_budget(arena_mb, width),
-                                                  std::move(sparse),
-                                                  /*reports_producer=*/context.index < context.layout.producers());
-  } else if (const SharedTablesPlan* tables = shared_tables(); tables != nullptr && tables->borrower) {
-    // This model trains another model's tables ([models] share_tables): its rows
-    // come from the owner's servers; its own servers only join its checkpoints.
-    store_ = std::make_unique<store::BorrowedTablesStore>(
-        std::make_unique<store::RemotePsStore>(tables->world, tables->owner_servers, context.index, dim,
-                                               shape_.num_tables),
-        std::make_unique<store::RemotePsStore>(context_.job, servers, context.index, dim, shape_.num_tables));
-  } else {
-    store_ = std::make_unique<store::RemotePsStore>(context_.job, servers, context.index, dim, shape_.num_tables);
-  }
+  store_ = make_store();
   if (groups_.layout().sp > 1) {
     sequence_group_ = std::make_unique<comm::MpiSequenceGroup>(groups_);
     model_->set_sequence_group(sequence_group_.get(),
@@ -99,11 +70,9 @@ TrainerReport Trainer::run() {
                  options_.train.batch_size, global_batch(), store_->mode(),
                  planned > 0 ? std::to_string(planned) : std::string("(by epochs)"));
   }
-  MPI_Request barrier;
-  comm::check_mpi(MPI_Ibarrier(comm_, &barrier), "MPI_Ibarrier");
   {
     comm::WaitingFor waiting([] { return std::string("the other trainers to start"); });
-    comm::wait(barrier);
+    comm::barrier(comm_);
   }
   check_sharing_models_resume_together();
   const auto start = Clock::now();
@@ -232,23 +201,6 @@ void Trainer::train_epoch(int64_t planned) {
     if (report_.steps % options_.output.metrics_every == 0 || report_.steps % options_.output.progress_every == 0) {
       flush_window(planned, /*last=*/false);
     }
-  }
-}
-
-// Models that share tables make their server rounds together, so they must
-// continue from the same step: a resume that found their latest complete
-// checkpoints at different steps (one model's write was cut short) stops here.
-void Trainer::check_sharing_models_resume_together() {
-  const SharedTablesPlan* tables = shared_tables();
-  if (tables == nullptr || tables->sharing_trainers == MPI_COMM_NULL) return;
-  int64_t steps[2] = {report_.steps, -report_.steps};
-  comm::allreduce(steps, 2, MPI_INT64_T, MPI_MIN, tables->sharing_trainers);
-  if (steps[0] != -steps[1]) {
-    throw InputError("the models of models.share_tables resume from checkpoints of different steps (" +
-                         std::to_string(steps[0]) + " and " + std::to_string(-steps[1]) +
-                         "): their servers take every sharing model's requests in step",
-                     "resume each of them from the same step: --resume=DIR picks each model's latest complete "
-                     "checkpoint in DIR/NAME; remove the newer ones of the models that are ahead");
   }
 }
 

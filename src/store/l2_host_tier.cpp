@@ -317,10 +317,7 @@ void L2HostTier::fetch_from_servers(const std::vector<RowId>& ids, const std::ve
       service_();
       backoff.pause();
     }
-    int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
-    reply.resize(count);
-    comm::check_mpi(MPI_Mrecv(reply.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+    comm::receive_matched(message, status, reply);
     RowBlock rows = read_row_block(reply.data(), reply.size());
     if (rows.size() != per_server[s].size() || rows.width != width_) {
       throw Error("server " + std::to_string(s) + " answered a fetch of " + std::to_string(per_server[s].size()) +
@@ -387,10 +384,7 @@ void L2HostTier::write_to_servers(const RowBlock& rows, bool wait) {
       service_();
       backoff.pause();
     }
-    int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
-    ack.resize(count);
-    comm::check_mpi(MPI_Mrecv(ack.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+    comm::receive_matched(message, status, ack);
   }
   complete_sends(/*all=*/true);
 }

@@ -134,15 +134,12 @@ void ProducerStaging::poll() {
     if (owner == owner_ranks_.end()) {
       throw Error("write-back from rank " + std::to_string(status.MPI_SOURCE) + ", which this producer does not feed");
     }
-    int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
     Arrived arrived{static_cast<size_t>(owner - owner_ranks_.begin()), {}};
-    if (!spare_buffers_.empty()) {
+    if (!spare_buffers_.empty()) {  // a spare buffer's capacity saves the allocation
       arrived.bytes = std::move(spare_buffers_.back());
       spare_buffers_.pop_back();
     }
-    arrived.bytes.resize(count);
-    comm::check_mpi(MPI_Mrecv(arrived.bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+    comm::receive_matched(message, status, arrived.bytes);
     arrived_.push_back(std::move(arrived));
   }
 }

@@ -197,9 +197,7 @@ void TieredStore::flush() {
   comm::check_mpi(MPI_Irecv(&done, 1, MPI_INT, producer_rank_, comm::kTagFlushDone, world_, &request), "MPI_Irecv");
   comm::wait(request);
   // Every producer has written its L2 down once every trainer has heard from its own.
-  MPI_Request barrier;
-  comm::check_mpi(MPI_Ibarrier(trainers_comm_, &barrier), "MPI_Ibarrier");
-  comm::wait(barrier);
+  comm::barrier(trainers_comm_);
   flushed_ = true;
 }
 

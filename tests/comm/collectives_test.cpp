@@ -1,7 +1,7 @@
 // The polite collectives against what the data says they must deliver, on 1, 2
 // and 3 ranks: all-to-all with known and with exchanged sizes (including empty
 // parts), in-place all-reduce, reduce and gather of ragged byte strings, and the
-// all-reduce that adds in rank order.
+// all-reduce that adds in rank order; all-gather of fixed records and broadcast.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -86,6 +86,25 @@ TEST(Collectives, AllReduceReduceAndGather) {
   } else {
     EXPECT_TRUE(all.empty());
   }
+}
+
+// Every rank gets every rank's fixed-size record in rank order; a broadcast reaches all.
+TEST(Collectives, AllGatherAndBroadcast) {
+  const int me = rank_of(MPI_COMM_WORLD), ranks = size_of(MPI_COMM_WORLD);
+  struct Record {
+    int rank;
+    double value;
+  };
+  const Record mine{me, 0.5 * me + 1};
+  std::vector<Record> all(size_t(ranks), Record{-1, -1});
+  allgather_bytes(&mine, int(sizeof(Record)), all.data(), MPI_COMM_WORLD);
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_EQ(all[size_t(r)].rank, r);
+    EXPECT_EQ(all[size_t(r)].value, 0.5 * r + 1);
+  }
+  uint64_t word = me == ranks - 1 ? 0x5eedULL : 0;
+  broadcast(&word, 1, MPI_UINT64_T, ranks - 1, MPI_COMM_WORLD);
+  EXPECT_EQ(word, 0x5eedULL);
 }
 
 // The ordered all-reduce adds the ranks' values in rank order, bit for bit, for
