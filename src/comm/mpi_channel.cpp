@@ -170,6 +170,12 @@ void receive_matched(MPI_Message& message, const MPI_Status& status, std::vector
   check_mpi(MPI_Mrecv(buffer.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
 }
 
+bool completed(MPI_Request& request) {
+  int done = 0;
+  check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  return done != 0;
+}
+
 void receive_matched(MPI_Message& message, void* data, int bytes) {
   check_mpi(MPI_Mrecv(data, bytes, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
 }

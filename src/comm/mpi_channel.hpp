@@ -106,6 +106,22 @@ void receive_matched(MPI_Message& message, const MPI_Status& status, std::vector
 // Receives a matched message of exactly `bytes` bytes (a fixed-size struct) into `data`.
 void receive_matched(MPI_Message& message, void* data, int bytes);
 
+// One small fixed-size value (a flag, a stamp) to `dest`: a blocking send, which
+// the value's size keeps eager (MPI buffers it; the peer need not be receiving yet).
+template <class T>
+void send_value(const T& value, int dest, int tag, MPI_Comm comm) {
+  check_mpi(MPI_Send(&value, int(sizeof(T)), MPI_BYTE, dest, tag, comm), "MPI_Send");
+}
+// Starts receiving one value that send_value sends; `value` must outlive the request.
+template <class T>
+MPI_Request receive_value(T& value, int source, int tag, MPI_Comm comm) {
+  MPI_Request request;
+  check_mpi(MPI_Irecv(&value, int(sizeof(T)), MPI_BYTE, source, tag, comm, &request), "MPI_Irecv");
+  return request;
+}
+// True when `request` has completed (MPI_Test: no waiting).
+bool completed(MPI_Request& request);
+
 // Starts sending `buffer` (which must stay alive until the request completes).
 MPI_Request send_bytes(MPI_Comm comm, int dest, int tag, const std::vector<char>& buffer);
 

@@ -39,7 +39,7 @@ void Producer::poll_checkpoint() {
   if (staging_ && !fell_back_) staging_->write_down_for_checkpoint();
   for (const auto& q : queues_) {
     const int ready = 1;
-    comm::check_mpi(MPI_Send(&ready, 1, MPI_INT, q.world_rank, comm::kTagCheckpointReady, context_.job), "MPI_Send");
+    comm::send_value(ready, q.world_rank, comm::kTagCheckpointReady, context_.job);
   }
   io::ProducerState state{};
   state.producer = context_.index;

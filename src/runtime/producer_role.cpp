@@ -238,12 +238,7 @@ void Producer::wait_for_room(TrainerQueue& q) {
     retire_front(q);
   }
   // Completed sends at the front free their buffers early.
-  while (!q.in_flight.empty()) {
-    int done = 0;
-    comm::check_mpi(MPI_Test(&q.in_flight.front().request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (!done) break;
-    retire_front(q);
-  }
+  while (!q.in_flight.empty() && comm::completed(q.in_flight.front().request)) retire_front(q);
   report_.blocked_s += seconds(start, Clock::now());
 }
 

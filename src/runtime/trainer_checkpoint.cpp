@@ -53,12 +53,9 @@ void Trainer::write_checkpoint(bool preempted) {
   stamp.preempted = preempted ? 1 : 0;
   // Caches write down, the producer parks, the servers join: see checkpointing.hpp.
   store_->prepare_checkpoint(stamp.step);
-  comm::check_mpi(MPI_Send(&stamp, sizeof(stamp), MPI_BYTE, producer_rank_, comm::kTagCheckpoint, context_.job),
-                  "MPI_Send");
+  comm::send_value(stamp, producer_rank_, comm::kTagCheckpoint, context_.job);
   int ready = 0;
-  MPI_Request request;
-  comm::check_mpi(MPI_Irecv(&ready, 1, MPI_INT, producer_rank_, comm::kTagCheckpointReady, context_.job, &request),
-                  "MPI_Irecv");
+  MPI_Request request = comm::receive_value(ready, producer_rank_, comm::kTagCheckpointReady, context_.job);
   comm::wait(request);
   store_->checkpoint_servers(&stamp, sizeof(stamp));
   {

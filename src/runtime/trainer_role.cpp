@@ -266,8 +266,7 @@ void Trainer::train_step(const data::Batch& batch) {
 
 void Trainer::end_phase(bool final) {
   PhaseDone done{final ? 1u : 0u, preempted_ ? 1u : 0u};
-  comm::check_mpi(MPI_Send(&done, sizeof(done), MPI_BYTE, producer_rank_, comm::kTagProducerCtl, context_.job),
-                  "MPI_Send");
+  comm::send_value(done, producer_rank_, comm::kTagProducerCtl, context_.job);
   std::vector<char> drained;
   comm::WaitingFor waiting(
       [this] { return "the end of the phase from " + comm::StallWatchdog::name_rank(producer_rank_); });

@@ -335,12 +335,11 @@ void L2HostTier::complete_sends(bool all) {
   size_t kept = 0;
   for (size_t i = 0; i < pending_sends_.size(); ++i) {
     PendingSend& send = pending_sends_[i];
-    int done = 0;
+    bool done = true;
     if (all) {
       comm::wait_politely(send.request);
-      done = 1;
     } else {
-      comm::check_mpi(MPI_Test(&send.request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      done = comm::completed(send.request);
     }
     if (done) continue;
     if (kept != i) pending_sends_[kept] = std::move(send);  // never self-move: it would free a live buffer

@@ -380,8 +380,8 @@ void ProducerStaging::finish_training() {
   }
   l2_->flush();
   for (int rank : owner_ranks_) {
-    int done = 1;
-    comm::check_mpi(MPI_Send(&done, 1, MPI_INT, rank, comm::kTagFlushDone, world_), "MPI_Send");
+    const int done = 1;
+    comm::send_value(done, rank, comm::kTagFlushDone, world_);
   }
   finished_ = true;
   if (l2_pool_) l2_pool_->leave();  // its grant returns to the models still training

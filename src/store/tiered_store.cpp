@@ -71,12 +71,7 @@ void TieredStore::stage(const char* staging, size_t bytes, double batch_wait_s) 
 }
 
 void TieredStore::send_write_back(std::vector<char>&& buffer) {
-  while (!write_backs_.empty()) {
-    int done = 0;
-    comm::check_mpi(MPI_Test(&write_backs_.front().request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (!done) break;
-    write_backs_.pop_front();
-  }
+  while (!write_backs_.empty() && comm::completed(write_backs_.front().request)) write_backs_.pop_front();
   write_backs_.push_back({MPI_REQUEST_NULL, std::move(buffer)});
   write_backs_.back().request = comm::send_bytes(world_, producer_rank_, comm::kTagWriteBack, write_backs_.back().bytes);
 }
@@ -193,8 +188,7 @@ void TieredStore::flush() {
     write_backs_.pop_front();
   }
   int done = 0;
-  MPI_Request request;
-  comm::check_mpi(MPI_Irecv(&done, 1, MPI_INT, producer_rank_, comm::kTagFlushDone, world_, &request), "MPI_Irecv");
+  MPI_Request request = comm::receive_value(done, producer_rank_, comm::kTagFlushDone, world_);
   comm::wait(request);
   // Every producer has written its L2 down once every trainer has heard from its own.
   comm::barrier(trainers_comm_);
