@@ -14,6 +14,7 @@
 #include <cstring>
 #include <set>
 
+#include "comm/wire.hpp"
 #include "common/error.hpp"
 #include "io/checkpoint_format.hpp"
 #include "io/checkpoint_hdf5.hpp"
@@ -51,79 +52,35 @@ void mpi_check(int code, const char* call) {
               "check that every rank of the job is alive");
 }
 
-// Byte serialisation for broadcasts (the same build on both sides).
-class Packer {
- public:
-  template <class T>
-  void pod(const T& value) {
-    const char* bytes = reinterpret_cast<const char*>(&value);
-    bytes_.insert(bytes_.end(), bytes, bytes + sizeof(T));
-  }
-  void text(const std::string& value) {
-    pod(uint64_t(value.size()));
-    bytes_.insert(bytes_.end(), value.begin(), value.end());
-  }
-  std::vector<char>& bytes() { return bytes_; }
-
- private:
-  std::vector<char> bytes_;
-};
-
-class Unpacker {
- public:
-  explicit Unpacker(const std::vector<char>& bytes) : bytes_(bytes) {}
-  template <class T>
-  T pod() {
-    T value;
-    need(sizeof(T));
-    std::memcpy(&value, bytes_.data() + at_, sizeof(T));
-    at_ += sizeof(T);
-    return value;
-  }
-  std::string text() {
-    const auto size = size_t(pod<uint64_t>());
-    need(size);
-    std::string value(bytes_.data() + at_, size);
-    at_ += size;
-    return value;
-  }
-
- private:
-  void need(size_t bytes) const {
-    if (at_ + bytes > bytes_.size()) throw Error("checkpoint writer: a broadcast message is short", kCallerFix);
-  }
-  const std::vector<char>& bytes_;
-  size_t at_ = 0;
-};
-
 std::vector<char> pack_header(const CheckpointHeader& h) {
-  Packer p;
-  p.pod(h.step), p.pod(h.epoch), p.pod(h.step_in_epoch), p.pod(h.samples), p.pod(h.epoch_samples);
-  p.pod(h.train_seconds);
-  p.text(h.config_ini), p.text(h.strata_version);
-  p.pod(h.producers), p.pod(h.trainers), p.pod(h.servers);
-  p.text(h.store_mode);
-  p.pod(h.num_dense), p.pod(h.num_tables), p.pod(h.embedding_dim), p.pod(h.row_width);
-  p.text(h.dense_optimizer), p.text(h.sparse_optimizer);
-  p.pod(h.dense_optimizer_steps), p.pod(h.train_seed), p.pod(h.data_seed), p.pod(h.admission_counters);
-  p.text(h.run_id), p.text(h.deck_fingerprint);
-  return std::move(p.bytes());
+  std::vector<char> packed;
+  comm::ByteWriter p(packed);  // broadcasts: the same build on both sides
+  p.put(h.step), p.put(h.epoch), p.put(h.step_in_epoch), p.put(h.samples), p.put(h.epoch_samples);
+  p.put(h.train_seconds);
+  p.put_string(h.config_ini), p.put_string(h.strata_version);
+  p.put(h.producers), p.put(h.trainers), p.put(h.servers);
+  p.put_string(h.store_mode);
+  p.put(h.num_dense), p.put(h.num_tables), p.put(h.embedding_dim), p.put(h.row_width);
+  p.put_string(h.dense_optimizer), p.put_string(h.sparse_optimizer);
+  p.put(h.dense_optimizer_steps), p.put(h.train_seed), p.put(h.data_seed), p.put(h.admission_counters);
+  p.put_string(h.run_id), p.put_string(h.deck_fingerprint);
+  return packed;
 }
 
 CheckpointHeader unpack_header(const std::vector<char>& bytes) {
-  Unpacker u(bytes);
+  comm::ByteReader u(bytes.data(), bytes.size(), "checkpoint writer broadcast");
   CheckpointHeader h;
-  h.step = u.pod<int64_t>(), h.epoch = u.pod<int64_t>(), h.step_in_epoch = u.pod<int64_t>();
-  h.samples = u.pod<int64_t>(), h.epoch_samples = u.pod<int64_t>();
-  h.train_seconds = u.pod<double>();
-  h.config_ini = u.text(), h.strata_version = u.text();
-  h.producers = u.pod<int>(), h.trainers = u.pod<int>(), h.servers = u.pod<int>();
-  h.store_mode = u.text();
-  h.num_dense = u.pod<int>(), h.num_tables = u.pod<int>(), h.embedding_dim = u.pod<int>(), h.row_width = u.pod<int>();
-  h.dense_optimizer = u.text(), h.sparse_optimizer = u.text();
-  h.dense_optimizer_steps = u.pod<int64_t>(), h.train_seed = u.pod<uint64_t>(), h.data_seed = u.pod<uint64_t>();
-  h.admission_counters = u.pod<int64_t>();
-  h.run_id = u.text(), h.deck_fingerprint = u.text();
+  h.step = u.get<int64_t>(), h.epoch = u.get<int64_t>(), h.step_in_epoch = u.get<int64_t>();
+  h.samples = u.get<int64_t>(), h.epoch_samples = u.get<int64_t>();
+  h.train_seconds = u.get<double>();
+  h.config_ini = u.get_string(), h.strata_version = u.get_string();
+  h.producers = u.get<int>(), h.trainers = u.get<int>(), h.servers = u.get<int>();
+  h.store_mode = u.get_string();
+  h.num_dense = u.get<int>(), h.num_tables = u.get<int>(), h.embedding_dim = u.get<int>(), h.row_width = u.get<int>();
+  h.dense_optimizer = u.get_string(), h.sparse_optimizer = u.get_string();
+  h.dense_optimizer_steps = u.get<int64_t>(), h.train_seed = u.get<uint64_t>(), h.data_seed = u.get<uint64_t>();
+  h.admission_counters = u.get<int64_t>();
+  h.run_id = u.get_string(), h.deck_fingerprint = u.get_string();
   return h;
 }
 
@@ -142,27 +99,28 @@ struct DenseLayout {
 };
 
 std::vector<char> pack_dense(const DenseLayout& d) {
-  Packer p;
-  p.pod(d.values), p.pod(d.vectors), p.pod(d.values_xxh3), p.pod(d.state_xxh3);
-  p.pod(uint64_t(d.layers.size()));
+  std::vector<char> packed;
+  comm::ByteWriter p(packed);  // broadcasts: the same build on both sides
+  p.put(d.values), p.put(d.vectors), p.put(d.values_xxh3), p.put(d.state_xxh3);
+  p.put(uint64_t(d.layers.size()));
   for (const auto& layer : d.layers) {
-    p.text(layer.name), p.pod(layer.offset), p.pod(layer.xxh3);
-    p.pod(uint64_t(layer.shape.size()));
-    for (int64_t extent : layer.shape) p.pod(extent);
+    p.put_string(layer.name), p.put(layer.offset), p.put(layer.xxh3);
+    p.put(uint64_t(layer.shape.size()));
+    for (int64_t extent : layer.shape) p.put(extent);
   }
-  return std::move(p.bytes());
+  return packed;
 }
 
 DenseLayout unpack_dense(const std::vector<char>& bytes) {
-  Unpacker u(bytes);
+  comm::ByteReader u(bytes.data(), bytes.size(), "checkpoint writer broadcast");
   DenseLayout d;
-  d.values = u.pod<int64_t>(), d.vectors = u.pod<int64_t>();
-  d.values_xxh3 = u.pod<uint64_t>(), d.state_xxh3 = u.pod<uint64_t>();
-  d.layers.resize(size_t(u.pod<uint64_t>()));
+  d.values = u.get<int64_t>(), d.vectors = u.get<int64_t>();
+  d.values_xxh3 = u.get<uint64_t>(), d.state_xxh3 = u.get<uint64_t>();
+  d.layers.resize(size_t(u.get<uint64_t>()));
   for (auto& layer : d.layers) {
-    layer.name = u.text(), layer.offset = u.pod<int64_t>(), layer.xxh3 = u.pod<uint64_t>();
-    layer.shape.resize(size_t(u.pod<uint64_t>()));
-    for (int64_t& extent : layer.shape) extent = u.pod<int64_t>();
+    layer.name = u.get_string(), layer.offset = u.get<int64_t>(), layer.xxh3 = u.get<uint64_t>();
+    layer.shape.resize(size_t(u.get<uint64_t>()));
+    for (int64_t& extent : layer.shape) extent = u.get<int64_t>();
   }
   return d;
 }
@@ -701,14 +659,13 @@ class CheckpointWriter::Impl {
     if (first == size_) return;
     std::vector<char> bytes;
     if (rank_ == first) {
-      Packer p;
-      p.text(failure), p.text(fix);
-      bytes = std::move(p.bytes());
+      comm::ByteWriter p(bytes);
+      p.put_string(failure), p.put_string(fix);
     }
     broadcast(bytes, first);
-    Unpacker u(bytes);
-    const std::string what = u.text();
-    throw Error(what, u.text());
+    comm::ByteReader u(bytes.data(), bytes.size(), "checkpoint writer broadcast");
+    const std::string what = u.get_string();
+    throw Error(what, u.get_string());
   }
 
   // Runs `step` on every rank and agrees on its failure.
