@@ -14,13 +14,16 @@ layout adds (--gbps, --latency-us, per message).
 2. Sequence parallel: hstu on L-event histories (inputs/long_sequence.ini's
    model, 4 trainers, one history per trainer step): sp = 1, 2 (ring and
    alltoall), 4 (ring). Step time, trainer peak RSS, bytes per layer, attention
-   max/mean.
+   max/mean. Then the issue's memory metric: 4 users of which one has a long
+   history (--length / 2 and 2 x --length events), 1 sample per trainer step, so
+   every step trains one long history; the busiest trainer's bytes per event and
+   the longest history that fits --budget-mib per trainer, as for din below.
 3. Sequence parallel for din, the issue's memory metric: inputs/din.ini's model
    on click-log lines where one sample per step has a long history (--din-length
    and an eighth of it) and the other seven 20 events, 4 trainers, 2 samples per
    trainer step: sp = 1, 2, 4. The same columns, then the busiest trainer's bytes
    per event of the long history and the longest history that fits
-   --din-budget-mib per trainer; "attn max/mean" is the events' balance.
+   --budget-mib per trainer; "attn max/mean" is the events' balance.
 
 Each configuration runs --repeats times, alternating configurations, and the
 medians are reported. Prints, last:
@@ -30,13 +33,15 @@ medians are reported. Prints, last:
   ratio capacity1.25 drop_fraction_percent  (target < 1)
   ratio capacity1.25/dropless auc_gap       (target <= 0.001: |mean AUC difference| over --seeds seeds)
   ratio sp2/sp1 params_digest_equal
-  ratio sp2/sp1 trainer_peak_rss            (target <= 1 / (0.8 x 2) = 0.625)
+  ratio sp2/sp1 trainer_peak_rss            (every trainer the home of one history: 1 at best)
+  ratio hstu sp2/sp1 longest_history_at_budget  (target >= 0.8 x 2)
+  ratio hstu sp4/sp1 longest_history_at_budget  (target >= 0.8 x 4)
   ratio din sp2,sp4/sp1 params_digest_equal
   ratio din sp2/sp1 longest_history_at_budget  (target >= 0.8 x 2)
   ratio din sp4/sp1 longest_history_at_budget  (target >= 0.8 x 4)
 
 usage: /usr/bin/python3 bench/parallel/bench_layouts.py [--build build] [--steps 300] [--repeats 3]
-       [--length 4096] [--din-length 131072] [--din-budget-mib 1024] [--gbps 25] [--latency-us 50] [--only ep|capacity|sp|sp_din]
+       [--length 4096] [--din-length 131072] [--budget-mib 1024] [--gbps 25] [--latency-us 50] [--only ep|capacity|sp|sp_din]
 """
 import argparse
 import json
@@ -174,6 +179,25 @@ def print_sequence_parallel(title, results, repeats):
     return {n: median([x["memory"]["peak_rss_training_mib"]["trainer"] for x in results[n]]) for n in results}
 
 
+def longest_at_budget(results, model, lengths, budget_mib):
+    """From runs named "<model> sp<k> L<length>" at two lengths of the one long history
+    per step: the busiest trainer's bytes per event (the slope of its peak RSS), and
+    the longest history that fits budget_mib per trainer. Prints a table; returns
+    {k: longest}."""
+    peak = {n: median([x["memory"]["peak_rss_training_mib"]["trainer"] for x in results[n]]) for n in results}
+    print(f"\nLongest trainable {model} history at {budget_mib} MiB per trainer (from the two lengths):")
+    print(f"{'layout':<8} {'bytes/event':>12} {'intercept MiB':>14} {'longest events':>15} {'vs sp1':>8} {'target':>7}")
+    longest = {}
+    for k in (1, 2, 4):
+        lo, hi = peak[f"{model} sp{k} L{lengths[0]}"], peak[f"{model} sp{k} L{lengths[1]}"]
+        slope = (hi - lo) / (lengths[1] - lengths[0])  # MiB per event
+        intercept = lo - slope * lengths[0]
+        longest[k] = (budget_mib - intercept) / slope
+        print(f"sp {k:<5} {slope * 2**20:>12.0f} {intercept:>14.1f} {longest[k]:>15.0f} "
+              f"{longest[k] / longest[1]:>8.2f} {0.8 * k:>7.1f}")
+    return longest
+
+
 def write_din_histories(path, long_events, lines, seed=5):
     """DIN click-log lines (history;candidate;label;dense) where the first sample of
     every 8 (4 trainers x 2 samples: one training step) has a history of
@@ -209,17 +233,7 @@ def din_sequence_parallel(strata, args, work):
     results = repeated(strata, configs, args.repeats, work)
     print_sequence_parallel(f"Sequence parallel: din, one history of {lengths[0]} or {lengths[1]} events per step "
                             "(the other 7 samples 20), 4 trainers, 2 samples per trainer step", results, args.repeats)
-    peak = {n: median([x["memory"]["peak_rss_training_mib"]["trainer"] for x in results[n]]) for n in results}
-    print(f"\nLongest trainable history at {args.din_budget_mib} MiB per trainer (from the two lengths):")
-    print(f"{'layout':<8} {'bytes/event':>12} {'intercept MiB':>14} {'longest events':>15} {'vs sp1':>8} {'target':>7}")
-    longest = {}
-    for k in (1, 2, 4):
-        lo, hi = peak[f"din sp{k} L{lengths[0]}"], peak[f"din sp{k} L{lengths[1]}"]
-        slope = (hi - lo) / (lengths[1] - lengths[0])  # MiB per event
-        intercept = lo - slope * lengths[0]
-        longest[k] = (args.din_budget_mib - intercept) / slope
-        print(f"sp {k:<5} {slope * 2**20:>12.0f} {intercept:>14.1f} {longest[k]:>15.0f} "
-              f"{longest[k] / longest[1]:>8.2f} {0.8 * k:>7.1f}")
+    longest = longest_at_budget(results, "din", lengths, args.budget_mib)
     digests = {k: {results[f"din sp{k} L{L}"][0]["params_digest"] for L in lengths} for k in (1, 2, 4)}
     same = all(digests[k] == digests[1] for k in (2, 4))
     return [("din sp2,sp4/sp1 params_digest_equal", float(same)),
@@ -244,8 +258,30 @@ def sequence_parallel(strata, args, work):
     rss = print_sequence_parallel(f"Sequence parallel: hstu, {L} events per history, 4 trainers, 1 history per "
                                   "trainer step", results, args.repeats)
     digests = {results[n][0]["params_digest"] for n in configs}
-    return [("sp2/sp1 params_digest_equal", 1.0 if len(digests) == 1 else 0.0),
-            ("sp2/sp1 trainer_peak_rss", rss["sp2 ring"] / rss["sp1"])]
+    # The issue's metric: 4 users, one with a long history, 1 sample per trainer step,
+    # so every step (one epoch of 4 users, reshuffled) trains one long history.
+    lengths = (args.length // 2, 2 * args.length)
+    long_runs = {}
+    for L in lengths:
+        path = os.path.join(work, f"hstu-{L}.txt")
+        rng = random.Random(7)
+        with open(path, "w") as f:
+            for user, n in enumerate([L + 2, 22, 22, 22]):
+                f.writelines(f"u{user} i{rng.randrange(200000)} {t}\n" for t in range(n))
+        one_long = [d for d in deck if not d.startswith(("--data.", "--model.hstu_max_len", "--train.steps"))] + [
+            "--data.source=sequences", "--data.train=" + path, "--data.sequence_timestamps=true",
+            f"--data.max_seq_len={L + 8}", f"--model.hstu_max_len={L + 8}", "--train.steps=0", "--train.epochs=3"]
+        for k in (1, 2, 4):
+            long_runs[f"hstu sp{k} L{L}"] = (6, one_long + [f"--layout.sp={k}", "--layout.sp_mode=ring"])
+    long_results = repeated(strata, long_runs, 1, work)
+    print_sequence_parallel(f"Sequence parallel: hstu, one history of {lengths[0]} or {lengths[1]} events per step "
+                            "(the other 3 samples 21), 4 trainers, 1 sample per trainer step", long_results, 1)
+    longest = longest_at_budget(long_results, "hstu", lengths, args.budget_mib)
+    same = all(len({long_results[f"hstu sp{k} L{L}"][0]["params_digest"] for k in (1, 2, 4)}) == 1 for L in lengths)
+    return [("sp2/sp1 params_digest_equal", 1.0 if len(digests) == 1 and same else 0.0),
+            ("sp2/sp1 trainer_peak_rss", rss["sp2 ring"] / rss["sp1"]),
+            ("hstu sp2/sp1 longest_history_at_budget", longest[2] / longest[1]),
+            ("hstu sp4/sp1 longest_history_at_budget", longest[4] / longest[1])]
 
 
 def main():
@@ -258,7 +294,7 @@ def main():
     parser.add_argument("--gbps", type=float, default=25.0)
     parser.add_argument("--latency-us", type=float, default=50.0)
     parser.add_argument("--din-length", type=int, default=131072)
-    parser.add_argument("--din-budget-mib", type=float, default=1024.0)
+    parser.add_argument("--budget-mib", type=float, default=1024.0)
     parser.add_argument("--only", choices=["ep", "capacity", "sp", "sp_din"], default=None)
     args = parser.parse_args()
     strata = os.path.join(args.build, "bin", "strata")
