@@ -137,15 +137,13 @@ void DinActivationUnit::for_each_sent_unit(Visit&& visit) {
   }
 }
 
-void DinActivationUnit::run_forward(const Unit& u, UnitState& state, const float* rows, const int32_t* index,
-                                    const float* cand, float* scores) {
-  const int n = u.e1 - u.e0, D = dim_;
-  state.candidate.assign(cand, cand + D);
-  state.inputs.resize(size_t(n) * 4 * D);
-  state.acts.resize(size_t(n) * acts_width_);
-  for (int j = 0; j < n; ++j) {
-    const float* e = rows + size_t(index != nullptr ? index[j] : j) * D;
-    float* z = &state.inputs[size_t(j) * 4 * D];
+void DinActivationUnit::fill_inputs(const UnitState& state, int t0, int r) {
+  const int D = dim_;
+  const float* cand = state.candidate.data();
+  tile_inputs_.resize(size_t(kTile) * 4 * D);
+  for (int j = 0; j < r; ++j) {
+    const float* e = event_row_of(state, t0 + j);
+    float* z = &tile_inputs_[size_t(j) * 4 * D];
     for (int d = 0; d < D; ++d) {
       z[d] = e[d];
       z[D + d] = cand[d];
@@ -153,9 +151,19 @@ void DinActivationUnit::run_forward(const Unit& u, UnitState& state, const float
       z[3 * D + d] = e[d] * cand[d];
     }
   }
+}
+
+void DinActivationUnit::run_forward(const Unit& u, UnitState& state, const float* rows, const int32_t* index,
+                                    const float* cand, float* scores) {
+  const int n = u.e1 - u.e0, D = dim_;
+  state.candidate.assign(cand, cand + D);
+  state.row_base = rows;
+  state.row_index = index;
+  state.acts.resize(size_t(n) * acts_width_);
   for (int t0 = 0; t0 < n; t0 += kTile) {
     const int r = std::min(kTile, n - t0);
-    const float* input = &state.inputs[size_t(t0) * 4 * D];
+    fill_inputs(state, t0, r);
+    const float* input = tile_inputs_.data();
     float* act = state.acts.data();
     for (const Linear* layer : layers_) {
       float* out = act + size_t(t0) * layer->out();
@@ -183,12 +191,13 @@ void DinActivationUnit::run_backward(DenseParameters& params, const Unit& u, Uni
   for (int l = 1; l < L; ++l) act_at_[size_t(l)] = act_at_[size_t(l) - 1] + size_t(n) * layers_[size_t(l) - 1]->out();
   for (int t0 = 0; t0 < n; t0 += kTile) {
     const int r = std::min(kTile, n - t0);
+    fill_inputs(state, t0, r);
     std::memcpy(tile_grad_a_.data(), dscores + t0, sizeof(float) * r);
     float* grad = tile_grad_a_.data();
     float* spare = tile_grad_b_.data();
     for (int l = L; l-- > 0;) {
       const Linear& layer = *layers_[size_t(l)];
-      const float* input = l == 0 ? &state.inputs[size_t(t0) * 4 * D]
+      const float* input = l == 0 ? tile_inputs_.data()
                                   : state.acts.data() + act_at_[size_t(l) - 1] +
                                         size_t(t0) * layers_[size_t(l) - 1]->out();
       const float* y = state.acts.data() + act_at_[size_t(l)] + size_t(t0) * layer.out();
@@ -202,7 +211,7 @@ void DinActivationUnit::run_backward(DenseParameters& params, const Unit& u, Uni
     std::fill_n(dc, D, 0.0f);
     for (int j = 0; j < r; ++j) {
       const float* dz = &tile_dinputs_[size_t(j) * 4 * D];
-      const float* e = &state.inputs[size_t(t0 + j) * 4 * D];
+      const float* e = event_row_of(state, t0 + j);
       float* de = devent + size_t(t0 + j) * D;
       for (int d = 0; d < D; ++d) {
         de[d] = dz[d] + dz[2 * D + d] + dz[3 * D + d] * cand[d];
@@ -261,12 +270,13 @@ void DinActivationUnit::forward(const DenseParameters& params, int batch, const 
   if (!shared) return;
   for_each_sent_unit([&](size_t i, const Unit& u, const char*& in) {
     const int n = u.e1 - u.e0;
+    UnitState& state = states_[i];
     cand_.resize(size_t(D));
-    rows_.resize(size_t(n) * D);
+    state.rows.resize(size_t(n) * D);
     take(in, cand_.data(), size_t(D));
-    take(in, rows_.data(), rows_.size());
+    take(in, state.rows.data(), state.rows.size());
     scores_.resize(size_t(n));
-    run_forward(u, states_[i], rows_.data(), nullptr, cand_.data(), scores_.data());
+    run_forward(u, state, state.rows.data(), nullptr, cand_.data(), scores_.data());
     append(parts_.to(u.home), scores_.data(), scores_.size());
   });
   parts_.send(*group_);

@@ -70,10 +70,15 @@ class DinActivationUnit {
     int prev_executor = -1;  // a split history: the executor of the chunk before (sends the running sum)
     int next_executor = -1;  // a split history: the executor of the chunk after
   };
-  // What a unit's executor keeps from forward to backward.
+  // What a unit's executor keeps from forward to backward. Not the first layer's
+  // inputs [e, c, e - c, e * c]: the backward rebuilds them tile by tile from the
+  // rows (the same operations, so the same bits), which keeps a quarter of the
+  // per-event bytes a long history costs.
   struct UnitState {
     std::vector<float> candidate;  // (dim)
-    std::vector<float> inputs;     // (events, 4 dim)
+    std::vector<float> rows;       // a unit another home sent: its events' rows (events, dim)
+    const float* row_base = nullptr;     // event j's row: row_base + row_index[j] * dim, or + j * dim
+    const int32_t* row_index = nullptr;  // null: the rows are consecutive (rows above)
     std::vector<float> acts;       // every layer's outputs, layer after layer, (events, width) each
     std::vector<float> partials;   // a chunk after the first: its tiles' partials, until the running sum arrives
     std::vector<float> sum;        // (shared steps) its history's running sum (partial_size())
@@ -86,7 +91,8 @@ class DinActivationUnit {
   void plan_alone(int batch, const int32_t* offsets);
   void plan_shared(int batch, const int32_t* offsets);
   // Forward of one unit whose event j's row is rows + index[j] * dim (rows + j * dim
-  // without an index) and whose candidate is `cand`.
+  // without an index) and whose candidate is `cand`. rows and index must stay valid
+  // until the unit's backward.
   void run_forward(const Unit& u, UnitState& state, const float* rows, const int32_t* index, const float* cand,
                    float* scores);
   // Backward of one unit: dscores (events) in, devent (events, dim) out; the tiles'
@@ -117,9 +123,15 @@ class DinActivationUnit {
   SequenceParallelStats stats_;
 
   // Scratch, reused.
-  std::vector<float> tile_grad_a_, tile_grad_b_, tile_dinputs_, tile_dc_, sum_, total_;
+  // Events [t0, t0 + r) of a unit as the first layer's input rows [e, c, e - c, e * c] into tile_inputs_.
+  void fill_inputs(const UnitState& state, int t0, int r);
+  const float* event_row_of(const UnitState& state, int j) const {
+    return state.row_base + size_t(state.row_index != nullptr ? state.row_index[j] : j) * dim_;
+  }
+
+  std::vector<float> tile_inputs_, tile_grad_a_, tile_grad_b_, tile_dinputs_, tile_dc_, sum_, total_;
   std::vector<size_t> act_at_;
-  std::vector<float> rows_, cand_, scores_, devent_out_, remote_sums_;
+  std::vector<float> cand_, scores_, devent_out_, remote_sums_;
   GroupParts parts_;
   std::vector<std::vector<char>> replies_;  // per home: what goes back after the running sums
 };

@@ -30,7 +30,8 @@ class SequenceGroup {
 };
 
 // One member's side of a group's exchanges: a part per member to fill, sent together,
-// and what every member sent this one. Buffers are reused from exchange to exchange.
+// and what every member sent this one. Buffers are reused from exchange to exchange
+// (a part or packed copy over 1 MiB is given back after its send).
 class GroupParts {
  public:
   std::vector<char>& to(int member);  // the part for member, appended to until the next send
