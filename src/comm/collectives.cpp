@@ -14,9 +14,10 @@ namespace {
 
 // What is waited for (a collective names its communicator's other ranks) goes
 // to the stall watchdog's report if the wait stalls.
-double wait_for(MPI_Request& request, const char* what, MPI_Comm comm, const Service& service) {
+double wait_for(MPI_Request& request, const char* what, MPI_Comm comm, const Service& service,
+                const Pace& pace = {}) {
   const auto start = std::chrono::steady_clock::now();
-  Backoff backoff;
+  Backoff backoff(pace);
   while (true) {
     int done = 0;
     check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
@@ -35,8 +36,8 @@ double wait_for(MPI_Request& request, const char* what, MPI_Comm comm, const Ser
 
 }  // namespace
 
-double wait(MPI_Request& request, const Service& service) {
-  return wait_for(request, "a request (a send, a receive or a collective) to complete", MPI_COMM_NULL, service);
+double wait(MPI_Request& request, const Service& service, const Pace& pace) {
+  return wait_for(request, "a request (a send, a receive or a collective) to complete", MPI_COMM_NULL, service, pace);
 }
 
 void allreduce(void* data, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, const Service& service) {

@@ -11,12 +11,14 @@
 #include <functional>
 #include <vector>
 
+#include "comm/mpi_channel.hpp"
+
 namespace strata::comm {
 
 using Service = std::function<void()>;
 
-// Waits for `request`, sleeping between tests; returns seconds waited.
-double wait(MPI_Request& request, const Service& service = {});
+// Waits for `request`, sleeping between tests as `pace` says; returns seconds waited.
+double wait(MPI_Request& request, const Service& service = {}, const Pace& pace = {});
 
 // Returns once every rank of comm has called it.
 void barrier(MPI_Comm comm);

@@ -93,11 +93,11 @@ void check_job_failure() {
 }
 
 void Backoff::pause() {
-  if (++polls_ < 4) return;
+  if (polls_++ < pace_.quick_polls) return;
   check_job_failure();
   wait_.check();
   std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
-  if (sleep_us_ < 200) sleep_us_ *= 2;
+  if (sleep_us_ < pace_.max_sleep_us) sleep_us_ = std::min(2 * sleep_us_, pace_.max_sleep_us);
 }
 
 void check_mpi(int rc, const char* call) {

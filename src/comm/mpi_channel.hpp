@@ -73,14 +73,27 @@ void check_job_failure();
 // wait: with the stall watchdog armed (comm/stall_watchdog.hpp), pause() throws
 // strata::StallError once the wait has seen no progress for the timeout, and
 // it throws PeerFailure once another rank has announced its failure.
+// How a wait polls. The default suits a reply that may be microseconds away.
+// A wait that nobody is held up by and whose end is roughly known (a producer
+// whose trainer has batches queued, taking one every few milliseconds) may
+// skip the quick polls, sleep first until about when it expects the end, and
+// then poll at a longer interval.
+struct Pace {
+  int quick_polls = 3;     // polls without sleeping first
+  int first_sleep_us = 5;  // then sleeps that double from this
+  int max_sleep_us = 200;  // up to this
+};
+
 class Backoff {
  public:
+  explicit Backoff(const Pace& pace = {}) : pace_(pace), sleep_us_(pace.first_sleep_us) {}
   void pause();
-  void reset() { polls_ = 0, sleep_us_ = 5; }
+  void reset() { polls_ = 0, sleep_us_ = pace_.first_sleep_us; }
 
  private:
+  Pace pace_;
   int polls_ = 0;
-  int sleep_us_ = 5;
+  int sleep_us_;
   WaitRecord wait_;
 };
 

@@ -19,6 +19,7 @@ constexpr int64_t kRetired = std::numeric_limits<int64_t>::max();
 constexpr double kStartGraceS = 60.0;
 // A chunk another consumer is making is waited for this long at most.
 constexpr double kMakingWaitS = 0.1;
+constexpr int kSlowerConsumerSleepUs = 1000;  // the longest sleep while a slower consumer holds a slot
 
 static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
               "the cache's atomics live in memory shared between processes");
@@ -359,9 +360,11 @@ SharedChunkCache::Reservation SharedChunkCache::reserve(const ChunkKey& key, int
     // A slower consumer still needs the held chunk: wait for it (saying that
     // this one is alive, so that it does not stop waiting for us in turn).
     if (waiting_since == std::chrono::steady_clock::time_point{}) waiting_since = std::chrono::steady_clock::now();
+    // This consumer is a whole cache window ahead of that one, which needs
+    // milliseconds per chunk: polling it every 200 us would only burn a core.
     consumers_[me_].heartbeat.store(now_ns(), std::memory_order_release);
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-    sleep_us = std::min(sleep_us * 2, 200);
+    sleep_us = std::min(sleep_us * 2, kSlowerConsumerSleepUs);
   }
   if (waiting_since != std::chrono::steady_clock::time_point{}) {
     stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting_since).count();

@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -36,6 +37,10 @@ struct TrainerQueue {
   std::vector<std::vector<char>> spare;  // buffers of completed sends, reused
   bool done = false;   // PhaseDone received
   bool final = false;
+  // The trainer's pace while this producer waits for room (seconds between
+  // the sends it took, smoothed): how long the producer may sleep in a poll.
+  double take_interval_s = 0;
+  std::chrono::steady_clock::time_point last_take{};
 };
 
 // A round of the tiered store: one batch per trainer of this producer.

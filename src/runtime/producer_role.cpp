@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "comm/collectives.hpp"
@@ -25,6 +26,10 @@ namespace strata::runtime {
 namespace {
 using Clock = std::chrono::steady_clock;
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+// While waiting for a trainer to take a batch: the longest sleep between
+// polls, and the longest first sleep (a trainer's pace can change).
+constexpr int kMaxRoomSleepUs = 2000;
+constexpr int kMaxFirstSleepUs = 20000;
 }  // namespace
 
 Producer::Producer(const RunOptions& options, const RankContext& context, const ResumePoint& resume)
@@ -149,7 +154,10 @@ bool Producer::run_phase(Phase phase) {
     positions_.clear();
   }
   first_phase_ = false;
-  for (auto& q : queues_) q.done = q.final = false;
+  for (auto& q : queues_) {
+    q.done = q.final = false;
+    q.take_interval_s = 0, q.last_take = {};  // an evaluation's pace is not training's
+  }
   if (staging_ && phase == Phase::kTrain && !fell_back_) {
     stream_tiered_rounds();
     if (fell_back_) stream_batches();  // the rest of the phase in Scheme A
@@ -233,9 +241,33 @@ void Producer::wait_for_room(TrainerQueue& q) {
   auto start = Clock::now();
   comm::WaitingFor waiting(
       [&q] { return comm::StallWatchdog::name_rank(q.world_rank) + " to take the batches queued for it"; });
+  // With a batch still queued behind the one the trainer takes next, this
+  // rank need not poll every 200 us: it sleeps until shortly before the
+  // trainer's pace says the next batch goes, then polls at an eighth of that
+  // pace. The trainer is not kept waiting, and a producer that mostly waits
+  // (several co-trained models on few cores) wakes a few times per batch, not dozens.
+  comm::Pace pace;
+  if (depth_ >= 2 && q.take_interval_s > 0 && q.last_take != Clock::time_point{}) {
+    const double until_s = 0.9 * q.take_interval_s - seconds(q.last_take, Clock::now());
+    pace.quick_polls = 0;
+    pace.max_sleep_us = std::clamp(static_cast<int>(q.take_interval_s * 1e6 / 8), pace.max_sleep_us, kMaxRoomSleepUs);
+    pace.first_sleep_us = std::clamp(static_cast<int>(until_s * 1e6), pace.max_sleep_us, kMaxFirstSleepUs);
+  }
+  bool waited = false;
   while (static_cast<int>(q.in_flight.size()) >= depth_) {
-    wait(q.in_flight.front().request);
+    comm::wait(q.in_flight.front().request, [this] { service(); }, pace);
     retire_front(q);
+    waited = true;
+  }
+  if (waited) {
+    const auto now = Clock::now();
+    if (q.last_take != Clock::time_point{}) {
+      const double interval = seconds(q.last_take, now);
+      q.take_interval_s = q.take_interval_s == 0 ? interval : 0.8 * q.take_interval_s + 0.2 * interval;
+    }
+    q.last_take = now;
+  } else {
+    q.last_take = {};  // the producer was the slower side: no pace to learn from
   }
   // Completed sends at the front free their buffers early.
   while (!q.in_flight.empty() && comm::completed(q.in_flight.front().request)) retire_front(q);
