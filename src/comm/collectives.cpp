@@ -40,10 +40,11 @@ double wait(MPI_Request& request, const Service& service, const Pace& pace) {
   return wait_for(request, "a request (a send, a receive or a collective) to complete", MPI_COMM_NULL, service, pace);
 }
 
-void allreduce(void* data, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, const Service& service) {
+void allreduce(void* data, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, const Service& service,
+               const Pace& pace) {
   MPI_Request request;
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, count, type, op, comm, &request), "MPI_Iallreduce");
-  wait_for(request, "an all-reduce", comm, service);
+  wait_for(request, "an all-reduce", comm, service, pace);
 }
 
 void ordered_allreduce_sum(float* data, int count, MPI_Comm comm, const Service& service) {
@@ -85,10 +86,10 @@ void reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op o
   wait_for(request, "a reduce", comm, {});
 }
 
-void barrier(MPI_Comm comm) {
+void barrier(MPI_Comm comm, const Pace& pace) {
   MPI_Request request;
   check_mpi(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
-  wait_for(request, "a barrier", comm, {});
+  wait_for(request, "a barrier", comm, {}, pace);
 }
 
 void broadcast(void* data, int count, MPI_Datatype type, int root, MPI_Comm comm) {
@@ -125,14 +126,14 @@ void allgather_bytes(const void* send, int bytes, void* receive, MPI_Comm comm) 
   wait_for(request, "an all-gather", comm, {});
 }
 
-std::vector<char> gather_bytes(const void* send, int bytes, int root, MPI_Comm comm) {
+std::vector<char> gather_bytes(const void* send, int bytes, int root, MPI_Comm comm, const Pace& pace) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &ranks);
   std::vector<int> counts(rank == root ? ranks : 0), offsets(rank == root ? ranks : 0);
   MPI_Request request;
   check_mpi(MPI_Igather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, root, comm, &request), "MPI_Igather");
-  wait_for(request, "a gather", comm, {});
+  wait_for(request, "a gather", comm, {}, pace);
   std::vector<char> all;
   if (rank == root) {
     long long at = 0;
@@ -142,7 +143,7 @@ std::vector<char> gather_bytes(const void* send, int bytes, int root, MPI_Comm c
   check_mpi(MPI_Igatherv(send, bytes, MPI_BYTE, all.data(), counts.data(), offsets.data(), MPI_BYTE, root, comm,
                          &request),
             "MPI_Igatherv");
-  wait_for(request, "a gather", comm, {});
+  wait_for(request, "a gather", comm, {}, pace);
   return all;
 }
 

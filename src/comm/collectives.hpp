@@ -20,8 +20,13 @@ using Service = std::function<void()>;
 // Waits for `request`, sleeping between tests as `pace` says; returns seconds waited.
 double wait(MPI_Request& request, const Service& service = {}, const Pace& pace = {});
 
+// The pace of a rank that has finished its own work and waits for the others
+// (the end of a job): a late wake costs nothing, a poll every 200 us costs the
+// cores the others still train on.
+inline constexpr Pace kFinishedPace{3, 5, 2000};
+
 // Returns once every rank of comm has called it.
-void barrier(MPI_Comm comm);
+void barrier(MPI_Comm comm, const Pace& pace = {});
 
 // data (count of type) <- root's, on every rank of comm.
 void broadcast(void* data, int count, MPI_Datatype type, int root, MPI_Comm comm);
@@ -37,7 +42,8 @@ inline void arrive_together(MPI_Comm comm) { barrier(comm); }
 int ranks_on_node(MPI_Comm comm);
 
 // In place: data (count of type) <- op over every rank of comm.
-void allreduce(void* data, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, const Service& service = {});
+void allreduce(void* data, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, const Service& service = {},
+               const Pace& pace = {});
 
 // In place: data (count floats) <- the sum over every rank of comm, added in rank
 // order, ((x0 + x1) + x2) + ..., whatever the rank count and MPI's algorithms: so a
@@ -53,7 +59,7 @@ void reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op o
 void allgather_bytes(const void* send, int bytes, void* receive, MPI_Comm comm);
 
 // Every rank's bytes, back to back in rank order, on root (empty elsewhere).
-std::vector<char> gather_bytes(const void* send, int bytes, int root, MPI_Comm comm);
+std::vector<char> gather_bytes(const void* send, int bytes, int root, MPI_Comm comm, const Pace& pace = {});
 
 // All-to-all of bytes where every rank knows what it sends to and receives
 // from each peer: send holds the peers' parts back to back (send_bytes[r] for

@@ -19,7 +19,7 @@ constexpr int64_t kRetired = std::numeric_limits<int64_t>::max();
 constexpr double kStartGraceS = 60.0;
 // A chunk another consumer is making is waited for this long at most.
 constexpr double kMakingWaitS = 0.1;
-constexpr int kSlowerConsumerSleepUs = 1000;  // the longest sleep while a slower consumer holds a slot
+constexpr int kSlowerConsumerSleepUs = 2000;  // the longest sleep while a slower consumer holds a slot
 
 static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
               "the cache's atomics live in memory shared between processes");
@@ -228,11 +228,11 @@ bool SharedChunkCache::holds(const Slot& slot, const ChunkKey& key) const {
 void SharedChunkCache::wait_while_made(const Slot& slot, const ChunkKey& key) {
   if (!((slot.seq.load(std::memory_order_acquire) & 1) && holds(slot, key))) return;
   const auto start = std::chrono::steady_clock::now();
-  int sleep_us = 5;
+  int sleep_us = 50;  // making a batch of a few hundred samples takes about a millisecond
   while ((slot.seq.load(std::memory_order_acquire) & 1) && holds(slot, key) &&
          std::chrono::steady_clock::now() - start < std::chrono::duration<double>(kMakingWaitS)) {
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-    sleep_us = std::min(sleep_us * 2, 100);
+    sleep_us = std::min(sleep_us * 2, 250);
   }
   stats_.making_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -336,7 +336,7 @@ bool SharedChunkCache::copy_from_slot(const ChunkKey& key, int32_t from, int32_t
 SharedChunkCache::Reservation SharedChunkCache::reserve(const ChunkKey& key, int64_t end_position) {
   Slot& slot = slot_of(key);
   std::chrono::steady_clock::time_point waiting_since{};
-  int sleep_us = 20;
+  int sleep_us = kSlowerConsumerSleepUs / 8;
   Reservation result = Reservation::kNone;
   while (true) {
     uint64_t seq = slot.seq.load(std::memory_order_acquire);

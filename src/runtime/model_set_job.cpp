@@ -58,7 +58,7 @@ bool finished_earlier(const NamedModel& model) {
 // The exit code every rank returns: the first failure's, else a preemption's, else 0.
 int job_exit_code(int mine, MPI_Comm world) {
   int codes[2] = {mine != kExitOk && mine != kExitPreempted ? mine : 0, mine == kExitPreempted ? 1 : 0};
-  comm::allreduce(codes, 2, MPI_INT, MPI_MAX, world);
+  comm::allreduce(codes, 2, MPI_INT, MPI_MAX, world, {}, comm::kFinishedPace);
   return codes[0] != 0 ? codes[0] : codes[1] != 0 ? kExitPreempted : kExitOk;
 }
 
@@ -232,7 +232,7 @@ ModelSetResult run_model_set_job_with_result(const ModelSet& set, MPI_Comm world
   // blocking collective on cores the others train on).
   const std::string text = job_rank == 0 && !result.summary.is_null() ? result.summary.dump() : std::string();
   const int length = static_cast<int>(text.size());
-  const std::vector<char> lengths_bytes = comm::gather_bytes(&length, sizeof(int), 0, world);
+  const std::vector<char> lengths_bytes = comm::gather_bytes(&length, sizeof(int), 0, world, comm::kFinishedPace);
   const std::vector<char> all_bytes = comm::gather_bytes(text.data(), length, 0, world);
   const std::string all(all_bytes.begin(), all_bytes.end());
   std::vector<int> lengths(rank == 0 ? size : 0), offsets(rank == 0 ? size : 0);

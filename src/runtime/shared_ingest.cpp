@@ -76,7 +76,7 @@ void SharedIngest::finish() {
   cache_.reset();  // retires this consumer
   batches_.reset();
   pool_.reset();
-  comm::barrier(producers_);  // polite: the others may still train
+  comm::barrier(producers_, comm::kFinishedPace);  // the others may still train
   memory_.reset();
   MPI_Comm_free(&producers_);
 }

@@ -493,7 +493,7 @@ TrainJobResult run_train_job_with_result(const RunOptions& options, MPI_Comm wor
   }
   // Every rank exits with the same code (85 after a preemption checkpoint).
   int exit_code = context.world_rank == 0 ? result.exit_code : 0;  // codes are >= 0: MAX is rank 0's
-  comm::allreduce(&exit_code, 1, MPI_INT, MPI_MAX, world);
+  comm::allreduce(&exit_code, 1, MPI_INT, MPI_MAX, world, {}, comm::kFinishedPace);
   result.exit_code = exit_code;
   MPI_Comm_free(&context.role_comm);
   return result;
