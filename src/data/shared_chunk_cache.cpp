@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "common/futex.hpp"
 
 namespace strata::data {
 namespace {
@@ -19,7 +20,10 @@ constexpr int64_t kRetired = std::numeric_limits<int64_t>::max();
 constexpr double kStartGraceS = 60.0;
 // A chunk another consumer is making is waited for this long at most.
 constexpr double kMakingWaitS = 0.1;
-constexpr int kSlowerConsumerSleepUs = 2000;  // the longest sleep while a slower consumer holds a slot
+// The longest sleep while a slower consumer holds a slot: its move wakes the
+// waiter, so the timeout only bounds how late a consumer that went stale is noticed.
+constexpr int kSlowerConsumerTimeoutUs = 50000;
+constexpr int kMakingPollUs = 250;  // the longest sleep while another consumer makes the chunk
 
 static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
               "the cache's atomics live in memory shared between processes");
@@ -105,12 +109,20 @@ struct SharedChunkCache::Header {
   int32_t chunk_samples;
   int32_t unused;
   int64_t created_ns;
+  // Bumped whenever a slot is filled: consumers waiting for a chunk that
+  // another one makes sleep on this word (a futex).
+  std::atomic<uint32_t> changes;
+  std::atomic<uint32_t> sleepers;
 };
 
 struct alignas(64) SharedChunkCache::Consumer {
   std::atomic<int64_t> cursor;     // kRetired when it needs nothing more
   std::atomic<int64_t> heartbeat;  // ns of its last report; 0: not begun
   std::atomic<int64_t> stream;     // the stream its cursor is on
+  // Bumped whenever its cursor moves or it retires: consumers that wait for
+  // it to pass a chunk sleep on this word (a futex), not on every change.
+  std::atomic<uint32_t> moves;
+  std::atomic<uint32_t> sleepers;
 };
 
 // seq is even when the slot is stable, odd while one consumer writes it; 0: never written.
@@ -185,6 +197,19 @@ void SharedChunkCache::set_cursor(int64_t position, int32_t stream) {
   mine.stream.store(stream, std::memory_order_relaxed);
   mine.cursor.store(position, std::memory_order_release);
   mine.heartbeat.store(now_ns(), std::memory_order_release);
+  announce(mine.moves, mine.sleepers);
+}
+
+void SharedChunkCache::announce(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleepers) {
+  word.fetch_add(1);  // seq_cst: ordered before the load of sleepers
+  if (sleepers.load() > 0) futex_wake_all(word);
+}
+
+void SharedChunkCache::sleep_on(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleepers, uint32_t seen,
+                                int timeout_us) {
+  sleepers.fetch_add(1);
+  futex_wait(word, seen, timeout_us);
+  sleepers.fetch_sub(1);
 }
 
 void SharedChunkCache::expect(int64_t position, int32_t stream) {
@@ -199,9 +224,10 @@ void SharedChunkCache::expect(int64_t position, int32_t stream) {
 void SharedChunkCache::retire() {
   consumers_[me_].cursor.store(kRetired, std::memory_order_release);
   consumers_[me_].heartbeat.store(now_ns(), std::memory_order_release);
+  announce(consumers_[me_].moves, consumers_[me_].sleepers);
 }
 
-bool SharedChunkCache::needed_by_others(int64_t held_end, int64_t held_stream) const {
+int SharedChunkCache::needed_by(int64_t held_end, int64_t held_stream) const {
   const int64_t now = now_ns();
   const int64_t stale = int64_t(geometry_.stale_after_s * 1e9);
   const int64_t window = int64_t(geometry_.slots) * geometry_.chunk_samples;
@@ -212,9 +238,9 @@ bool SharedChunkCache::needed_by_others(int64_t held_end, int64_t held_stream) c
     const int64_t heartbeat = consumers_[c].heartbeat.load(std::memory_order_acquire);
     if (heartbeat == 0 ? now - header_->created_ns > int64_t(kStartGraceS * 1e9) : now - heartbeat > stale) continue;
     // A consumer far behind the held chunk would not reach it before it is overwritten anyway.
-    if (cursor < held_end && cursor >= held_end - window) return true;
+    if (cursor < held_end && cursor >= held_end - window) return c;
   }
-  return false;
+  return -1;
 }
 
 bool SharedChunkCache::holds(const Slot& slot, const ChunkKey& key) const {
@@ -223,16 +249,18 @@ bool SharedChunkCache::holds(const Slot& slot, const ChunkKey& key) const {
          slot.chunk.load(std::memory_order_relaxed) == key.chunk;
 }
 
-// Another consumer is making this very chunk: its generation takes well
-// under a millisecond, so waiting beats making it twice.
+// Another consumer is making this very chunk: its generation takes about a
+// millisecond, so waiting (until its fill wakes us) beats making it twice.
 void SharedChunkCache::wait_while_made(const Slot& slot, const ChunkKey& key) {
   if (!((slot.seq.load(std::memory_order_acquire) & 1) && holds(slot, key))) return;
   const auto start = std::chrono::steady_clock::now();
-  int sleep_us = 50;  // making a batch of a few hundred samples takes about a millisecond
-  while ((slot.seq.load(std::memory_order_acquire) & 1) && holds(slot, key) &&
-         std::chrono::steady_clock::now() - start < std::chrono::duration<double>(kMakingWaitS)) {
-    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-    sleep_us = std::min(sleep_us * 2, 250);
+  while (true) {
+    const uint32_t seen = header_->changes.load();
+    if (!((slot.seq.load(std::memory_order_acquire) & 1) && holds(slot, key)) ||
+        std::chrono::steady_clock::now() - start >= std::chrono::duration<double>(kMakingWaitS)) {
+      break;
+    }
+    sleep_on(header_->changes, header_->sleepers, seen, kMakingPollUs);
   }
   stats_.making_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -336,7 +364,6 @@ bool SharedChunkCache::copy_from_slot(const ChunkKey& key, int32_t from, int32_t
 SharedChunkCache::Reservation SharedChunkCache::reserve(const ChunkKey& key, int64_t end_position) {
   Slot& slot = slot_of(key);
   std::chrono::steady_clock::time_point waiting_since{};
-  int sleep_us = kSlowerConsumerSleepUs / 8;
   Reservation result = Reservation::kNone;
   while (true) {
     uint64_t seq = slot.seq.load(std::memory_order_acquire);
@@ -347,7 +374,9 @@ SharedChunkCache::Reservation SharedChunkCache::reserve(const ChunkKey& key, int
     if (seq & 1) break;  // another consumer is making another chunk here
     const int64_t held_end = slot.end_position.load(std::memory_order_relaxed);
     if (seq != 0 && held_end >= end_position) break;  // it holds a later chunk, which someone ahead needs
-    if (seq == 0 || !needed_by_others(held_end, slot.stream.load(std::memory_order_relaxed))) {
+    const int64_t held_stream = slot.stream.load(std::memory_order_relaxed);
+    const int blocker = seq == 0 ? -1 : needed_by(held_end, held_stream);
+    if (blocker < 0) {
       if (!slot.seq.compare_exchange_strong(seq, seq + 1, std::memory_order_acq_rel)) continue;
       slot.stream.store(key.stream, std::memory_order_relaxed);
       slot.epoch.store(key.epoch, std::memory_order_relaxed);
@@ -360,11 +389,15 @@ SharedChunkCache::Reservation SharedChunkCache::reserve(const ChunkKey& key, int
     // A slower consumer still needs the held chunk: wait for it (saying that
     // this one is alive, so that it does not stop waiting for us in turn).
     if (waiting_since == std::chrono::steady_clock::time_point{}) waiting_since = std::chrono::steady_clock::now();
-    // This consumer is a whole cache window ahead of that one, which needs
-    // milliseconds per chunk: polling it every 200 us would only burn a core.
+    // This consumer is a whole cache window ahead of that one: it sleeps until
+    // that one moves (a consumer going stale, or one that takes the slot, is
+    // caught by the timeout). The check after reading the word closes the race.
     consumers_[me_].heartbeat.store(now_ns(), std::memory_order_release);
-    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-    sleep_us = std::min(sleep_us * 2, kSlowerConsumerSleepUs);
+    Consumer& slower = consumers_[blocker];
+    const uint32_t seen = slower.moves.load();
+    if (needed_by(held_end, held_stream) == blocker) {
+      sleep_on(slower.moves, slower.sleepers, seen, kSlowerConsumerTimeoutUs);
+    }
   }
   if (waiting_since != std::chrono::steady_clock::time_point{}) {
     stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting_since).count();
@@ -392,6 +425,7 @@ void SharedChunkCache::fill(const ChunkKey& key, const Batch& chunk, const std::
     stats_.published += 1;
   }
   slot.seq.store(seq + 1, std::memory_order_release);
+  announce(header_->changes, header_->sleepers);
 }
 
 void SharedChunkCache::publish(const ChunkKey& key, int64_t end_position, const Batch& chunk) {

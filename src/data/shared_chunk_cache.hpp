@@ -115,8 +115,12 @@ class SharedChunkCache {
   void wait_while_made(const Slot& slot, const ChunkKey& key);
   Slot& slot_of(const ChunkKey& key);
   char* slot_data(const Slot& slot);
-  // Does any other live consumer still need the chunk that ends at `held_end`?
-  bool needed_by_others(int64_t held_end, int64_t held_stream) const;
+  // Bumps `word` and wakes the consumers sleeping on it.
+  static void announce(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleepers);
+  // Sleeps until `word` moves on from `seen` (read before the caller's check), at most timeout_us.
+  static void sleep_on(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleepers, uint32_t seen, int timeout_us);
+  // The first other live consumer that still needs the chunk that ends at `held_end`, else -1.
+  int needed_by(int64_t held_end, int64_t held_stream) const;
 
   SharedChunkGeometry geometry_;
   int me_;
