@@ -89,6 +89,7 @@ class Backoff {
   explicit Backoff(const Pace& pace = {}) : pace_(pace), sleep_us_(pace.first_sleep_us) {}
   void pause();
   void reset() { polls_ = 0, sleep_us_ = pace_.first_sleep_us; }
+  void set_pace(const Pace& pace) { pace_ = pace, reset(); }
 
  private:
   Pace pace_;

@@ -101,8 +101,12 @@ bool serve_producers(MPI_Comm job, store::ServerShard& shard, std::vector<char>&
   }
 }
 
+constexpr comm::Pace kTieredIdlePace{3, 5, 1000};
+
+// `idle_pace`: how to poll until the first trainer request of the round
+// arrives (after it, the others are waited for promptly).
 void receive_round(MPI_Comm job, const std::vector<Requester>& from, std::vector<Request>& requests,
-                   store::ServerShard& shard) {
+                   store::ServerShard& shard, const comm::Pace& idle_pace) {
   std::vector<char> producer_buffer, producer_reply;
   const int trainers = static_cast<int>(from.size());
   std::vector<bool> received(trainers, false);
@@ -114,7 +118,7 @@ void receive_round(MPI_Comm job, const std::vector<Requester>& from, std::vector
     }
     return "the requests of the round from " + missing;
   });
-  comm::Backoff backoff;
+  comm::Backoff backoff(idle_pace);
   while (remaining > 0) {
     bool progressed = false;
     for (int t = 0; t < trainers; ++t) {
@@ -131,6 +135,7 @@ void receive_round(MPI_Comm job, const std::vector<Requester>& from, std::vector
       received[t] = true;
       --remaining;
       progressed = true;
+      if (remaining + 1 == trainers) backoff.set_pace({});
     }
     if (serve_producers(job, shard, producer_buffer, producer_reply)) progressed = true;
     if (progressed) {
@@ -235,7 +240,12 @@ ServerReport run_server(const RunOptions& options, const RankContext& context, c
   bool training = true;
   while (true) {
     comm::StallWatchdog::set_step("request round", report.rounds + 1);
-    receive_round(context.job, from, requests, shard);
+    // Tiered training asks this rank only for its producers' L3 fetches and
+    // write-backs, which the look-ahead issues rounds early: until a trainer's
+    // request comes (evaluation, the dump, a fallback to Scheme A) it polls at
+    // 1 ms, leaving the cores to the producer and trainers.
+    receive_round(context.job, from, requests, shard,
+                  options.store.mode == "tiered" && report.rounds == 0 ? kTieredIdlePace : comm::Pace{});
     {
       comm::WaitingFor waiting([] { return std::string("the trainers to take its replies"); });
       comm::wait_all_politely(pending);  // reply buffers are reused below
