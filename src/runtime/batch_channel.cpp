@@ -32,6 +32,17 @@ void encode_batch_message(const data::Batch& batch, std::vector<char>& message) 
   comm::ByteWriter(message).align(8);
 }
 
+void encode_batch_message_from_wire(const std::vector<char>& wire, std::vector<char>& message) {
+  message.clear();
+  message.resize(kHeader, 0);
+  const uint32_t kind = static_cast<uint32_t>(BatchMessageKind::kBatch);
+  std::memcpy(message.data(), &kind, sizeof(kind));
+  message.insert(message.end(), wire.begin(), wire.end());
+  const uint64_t size = wire.size();
+  std::memcpy(message.data() + 2 * sizeof(uint32_t), &size, sizeof(size));
+  comm::ByteWriter(message).align(8);
+}
+
 std::vector<char> encode_batch_message(const data::Batch& batch) {
   std::vector<char> message;
   encode_batch_message(batch, message);

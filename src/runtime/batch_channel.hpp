@@ -25,6 +25,9 @@ struct PhaseDone {
 // header and batch; an attachment is appended to it afterwards (comm::ByteWriter).
 void encode_batch_message(const data::Batch& batch, std::vector<char>& message);
 std::vector<char> encode_batch_message(const data::Batch& batch);
+// The same message from a batch's wire format (data::serialize's bytes), without
+// decoding it: a co-trained producer forwards a shared batch as it found it.
+void encode_batch_message_from_wire(const std::vector<char>& wire, std::vector<char>& message);
 std::vector<char> encode_end_of_phase();
 BatchMessageKind message_kind(const std::vector<char>& message);
 data::Batch decode_batch_message(const std::vector<char>& message);

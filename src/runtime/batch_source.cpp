@@ -24,12 +24,14 @@ namespace {
 // After a miss in the shared de-duplicated batches: builds the batch here
 // (next() and de-duplication) and, when this producer holds the batch's slot,
 // publishes it, `prefix` (if any) writing what precedes its wire format. A
-// batch that does not come frees the slot.
+// batch that does not come frees the slot. *published says whether `blob` now
+// holds the batch (after the prefix).
 bool make_shared_batch(BatchSource& source, int trainer, data::Batch& batch, const std::vector<int32_t>& keys_of,
                        data::SharedChunkCache& batches, const data::ChunkKey& key,
                        data::SharedChunkCache::Reservation reservation, std::vector<char>& blob,
-                       const std::function<void(std::vector<char>&)>& prefix) {
+                       const std::function<void(std::vector<char>&)>& prefix, bool* published = nullptr) {
   const bool mine = reservation == data::SharedChunkCache::Reservation::kMine;
+  if (published) *published = false;
   if (!source.next(trainer, batch)) {
     if (mine) batches.fill_blob(key, {});
     return false;
@@ -41,6 +43,7 @@ bool make_shared_batch(BatchSource& source, int trainer, data::Batch& batch, con
     if (prefix) prefix(blob);
     data::serialize(batch, blob);
     batches.fill_blob(key, blob);
+    if (published) *published = true;
   }
   return true;
 }
@@ -81,6 +84,7 @@ class IndexedBatchSource : public BatchSource {
   }
 
   bool next_deduplicated(int trainer, data::Batch& batch, const std::vector<int32_t>& keys_of) override {
+    wire_valid_ = false;
     const bool train = phase_ == Phase::kTrain;
     const int64_t first = base_ + (next_step_[size_t(trainer)] * total_trainers_ + trainer) * batch_size_;
     if (!shared_batches_ || !train || first % batch_size_ != 0 ||
@@ -91,7 +95,12 @@ class IndexedBatchSource : public BatchSource {
     const data::ChunkKey key{batch_stream_, epoch_, first / batch_size_};
     const auto taken = [&] {
       ++next_step_[size_t(trainer)];
-      data::deserialize(blob_.data(), blob_.size(), batch);
+      if (wire_only_) {
+        batch.size = batch_size_;  // forwarded as it is: full, as every shared batch
+      } else {
+        data::deserialize(blob_.data(), blob_.size(), batch);
+      }
+      wire_valid_ = true;
       note_progress(size);
       return true;
     };
@@ -102,8 +111,11 @@ class IndexedBatchSource : public BatchSource {
       reservation = shared_batches_->reserve(key, epoch_ * size + first + batch_size_);
       if (reservation == Reservation::kTheirs && shared_batches_->copy_blob(key, blob_)) return taken();
     }
-    return make_shared_batch(*this, trainer, batch, keys_of, *shared_batches_, key, reservation, blob_, {});
+    return make_shared_batch(*this, trainer, batch, keys_of, *shared_batches_, key, reservation, blob_, {},
+                             &wire_valid_);
   }
+
+  const std::vector<char>* last_wire() const override { return wire_valid_ ? &blob_ : nullptr; }
 
   data::SharedChunkStats shared_batch_stats() const override {
     return shared_batches_ ? shared_batches_->stats() : data::SharedChunkStats{};
@@ -241,6 +253,7 @@ class IndexedBatchSource : public BatchSource {
   int32_t batch_stream_ = 0;
   data::Batch chunk_;               // scratch: a chunk this producer makes
   std::vector<char> blob_;          // scratch: a batch in its wire format
+  bool wire_valid_ = false;         // blob_ holds the batch next_deduplicated returned last
 };
 
 class TextBatchSource : public BatchSource {

@@ -54,6 +54,13 @@ class BatchSource {
   // same training batch size share the de-duplicated batch (random-access
   // sources), so that it is made once per node.
   virtual bool next_deduplicated(int trainer, data::Batch& batch, const std::vector<int32_t>& keys_of);
+  // Wire-only mode (a producer that only forwards training batches): a batch
+  // that next_deduplicated takes from the node's shared batches is left
+  // undecoded, only its `size` set, and last_wire() holds its bytes.
+  void set_wire_only(bool on) { wire_only_ = on; }
+  // The wire format (data::serialize) of the batch the last next_deduplicated
+  // returned, when it passed through the shared batches; else null.
+  virtual const std::vector<char>* last_wire() const { return nullptr; }
   // What the shared de-duplicated batches saved (zero when not shared).
   virtual data::SharedChunkStats shared_batch_stats() const { return {}; }
   // Parse statistics so far (zero for synthetic data).
@@ -65,6 +72,9 @@ class BatchSource {
   // The next training phase continues an interrupted epoch instead of starting one.
   virtual void resume_epoch(const EpochResume& resume) = 0;
   virtual bool has_eval() const = 0;
+
+ protected:
+  bool wire_only_ = false;
 };
 
 // Source of producer `producer` feeding `trainers` of `total_trainers` trainers.

@@ -219,8 +219,11 @@ bool Producer::build(TrainerQueue& q, data::Batch& batch) {
   return true;
 }
 
-// Scheme A and evaluation: batches go out as they are built.
+// Scheme A and evaluation: batches go out as they are built. A training batch
+// taken from the node's shared batches (co-trained models) goes out in the wire
+// format it was found in, never decoded here.
 void Producer::stream_batches() {
+  source_->set_wire_only(phase_ == Phase::kTrain && !admission_);
   bool exhausted = false;
   while (!exhausted && !any_done()) {
     for (auto& q : queues_) {
@@ -231,10 +234,17 @@ void Producer::stream_batches() {
       }
       comm::StallWatchdog::set_step(phase_ == Phase::kTrain ? "its training batch" : "its evaluation batch",
                                     report_.batches);
-      send_batch(q, batch);
+      if (const std::vector<char>* wire = admission_ ? nullptr : source_->last_wire()) {
+        std::vector<char> message = take_buffer(q);
+        encode_batch_message_from_wire(*wire, message);
+        send(q, std::move(message));
+      } else {
+        send_batch(q, batch);
+      }
     }
     poll_done();
   }
+  source_->set_wire_only(false);
 }
 
 void Producer::wait_for_room(TrainerQueue& q) {
