@@ -68,11 +68,6 @@ JobFailure announce_job_failure(int exit_code, double linger_s);
 // Throws PeerFailure if another rank has announced its failure.
 void check_job_failure();
 
-// Polls cheaply first (a reply is often microseconds away), then backs off to
-// sleeps of up to 200 us so an idle rank costs almost no CPU. One Backoff is one
-// wait: with the stall watchdog armed (comm/stall_watchdog.hpp), pause() throws
-// strata::StallError once the wait has seen no progress for the timeout, and
-// it throws PeerFailure once another rank has announced its failure.
 // How a wait polls. The default suits a reply that may be microseconds away.
 // A wait that nobody is held up by and whose end is roughly known (a producer
 // whose trainer has batches queued, taking one every few milliseconds) may
@@ -84,6 +79,12 @@ struct Pace {
   int max_sleep_us = 200;  // up to this
 };
 
+// Polls as its Pace says: by default cheaply first (a reply is often
+// microseconds away), then sleeps of up to 200 us, so an idle rank costs almost
+// no CPU. One Backoff is one wait: with the stall watchdog armed
+// (comm/stall_watchdog.hpp), pause() throws strata::StallError once the wait
+// has seen no progress for the timeout, and it throws PeerFailure once another
+// rank has announced its failure.
 class Backoff {
  public:
   explicit Backoff(const Pace& pace = {}) : pace_(pace), sleep_us_(pace.first_sleep_us) {}
